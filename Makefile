@@ -1,0 +1,61 @@
+# exportlab — two commands matter:  `make lab` (open the lessons)  and  `make test` (run every check).
+# Both create .venv/ with Python 3.11 on first use and install requirements.txt + helpers (editable).
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+export EXPORTLAB_CACHE_DIR ?= $(CURDIR)/.cache/exportlab
+export PYDEVD_DISABLE_FILE_VALIDATION := 1
+
+.PHONY: lab test unit nbval browser lint notebooks sync-check bench clean-cache help
+
+help:
+	@echo "make lab    - start JupyterLab on notebooks/ (127.0.0.1, token-protected)"
+	@echo "make test   - lint + unit tests + every notebook under strict nbval + real-browser widget tests"
+	@echo "make notebooks - re-execute every notebook and save its outputs (after editing a lesson)"
+	@echo "make bench  - benchmarks (cold vs cached lower, run vs run_raw, eager vs .pte, widget latency)"
+
+$(STAMP): requirements.txt pyproject.toml jupyter/overrides.json
+	@test -d $(VENV) || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -r requirements.txt
+	$(BIN)/python -m pip install --quiet --no-deps -e .
+	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (exportlab)" >/dev/null
+	mkdir -p $(VENV)/share/jupyter/lab/settings
+	cp jupyter/overrides.json $(VENV)/share/jupyter/lab/settings/overrides.json
+	touch $(STAMP)
+
+lab: $(STAMP)
+	$(BIN)/jupyter lab --notebook-dir=notebooks --ServerApp.ip=127.0.0.1 --ServerApp.open_browser=False
+
+test: $(STAMP)
+	bash tools/ensure_chromium.sh
+	$(MAKE) --no-print-directory lint sync-check
+	$(BIN)/python -m pytest -q tests notebooks --nbval --nbval-current-env \
+		--nbval-sanitize-with tests/sanitize.cfg --nbval-cell-timeout=900 -p no:randomly
+
+unit: $(STAMP)
+	$(BIN)/python -m pytest -q tests --ignore=tests/browser
+
+nbval: $(STAMP)
+	$(BIN)/python -m pytest -q notebooks --nbval --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg
+
+browser: $(STAMP)
+	bash tools/ensure_chromium.sh
+	$(BIN)/python -m pytest -q tests/browser
+
+lint: $(STAMP)
+	$(BIN)/ruff check helpers tests benchmarks tools notebooks
+
+sync-check: $(STAMP)
+	$(BIN)/python tools/notebooks.py check
+
+notebooks: $(STAMP)
+	$(BIN)/python tools/notebooks.py execute $(NB)
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/bench_core.py
+
+clean-cache:
+	rm -rf .cache/exportlab

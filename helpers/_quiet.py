@@ -1,0 +1,95 @@
+"""Keep library noise out of notebooks and reports.
+
+torch, torchao and the ExecuTorch runtime print things a learner should not have to read:
+deprecation warnings, log lines stamped with a time and a PID, and the runtime's C++ log
+(which arrives through Python's ``sys.stderr``). Those lines change from run to run, so they
+also break strict output comparison (nbval). This module silences what is noise and
+*captures* what is information (the runtime's reason for refusing an input), so the rest of
+``helpers`` can put that text into an exception or a report instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import os
+import warnings
+from collections.abc import Iterator
+
+_SILENCED = False
+
+
+def silence_library_noise() -> None:
+    """Filter warnings and log lines from torch/torchao/executorch. Idempotent."""
+    global _SILENCED
+    if _SILENCED:
+        return
+    _SILENCED = True
+    os.environ.setdefault("TORCHDYNAMO_VERBOSE", "0")
+    for category in (FutureWarning, DeprecationWarning, UserWarning):
+        warnings.filterwarnings("ignore", category=category, module=r"(torch|torchao|executorch|copyreg)(\.|$)")
+    # The pytree "LeafSpec is deprecated" warning is raised with copyreg as its module.
+    warnings.filterwarnings("ignore", message=r".*LeafSpec.*")
+    warnings.filterwarnings("ignore", message=r".*is an Enum subclass.*")
+    for name in ("torch", "torchao", "executorch", "root"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    # torch.export logs the "graph so far" for a failed export at WARNING on the torch logger
+    # tree; the exception itself carries everything the learner needs.
+    logging.getLogger("torch._export").setLevel(logging.CRITICAL)
+    logging.getLogger("torch.fx.experimental.symbolic_shapes").setLevel(logging.CRITICAL)
+    logging.getLogger("torch._dynamo").setLevel(logging.CRITICAL)
+
+
+@contextlib.contextmanager
+def captured_output() -> Iterator[io.StringIO]:
+    """Capture everything written to ``sys.stdout`` and ``sys.stderr`` (including the runtime's C++ log).
+
+    The ExecuTorch runtime routes its log through Python's ``sys.stderr``, so
+    ``contextlib.redirect_stderr`` is enough; ``os.dup2`` on file descriptor 2 would miss it.
+    """
+    buffer = io.StringIO()
+    with contextlib.redirect_stderr(buffer), contextlib.redirect_stdout(buffer):
+        yield buffer
+
+
+def runtime_log_lines(text: str) -> list[str]:
+    """Clean C++ log text into a list of messages, dropping the ``[file.cpp:123]`` prefixes
+    and the CPU-probing chatter printed when the runtime first starts."""
+    lines = []
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or "cpuinfo" in line:
+            continue
+        if line.startswith("[") and "] " in line:
+            line = line.split("] ", 1)[1]
+        lines.append(line)
+    return lines
+
+
+_IMPORTED = False
+
+
+def import_executorch_quietly() -> None:
+    """Import the ExecuTorch modules we use, swallowing what they print while loading
+    (torchao reports optional CUDA kernels it cannot load, with paths that differ per machine)."""
+    global _IMPORTED
+    if _IMPORTED:
+        return
+    silence_library_noise()
+    with captured_output():
+        import executorch.backends.xnnpack.partition.xnnpack_partitioner  # noqa: F401
+        import executorch.devtools.backend_debug  # noqa: F401
+        import executorch.exir  # noqa: F401
+        import executorch.runtime  # noqa: F401
+    silence_library_noise_after_import()
+    _IMPORTED = True
+
+
+def silence_library_noise_after_import() -> None:
+    """Some libraries install their own log handlers on import: quiet them again."""
+    for name in list(logging.root.manager.loggerDict):
+        if name.startswith(("torch", "torchao", "executorch")):
+            logging.getLogger(name).setLevel(logging.ERROR)
+    for name in ("torch._export", "torch.fx.experimental.symbolic_shapes", "torch._dynamo"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)

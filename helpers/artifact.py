@@ -1,0 +1,252 @@
+"""A lowered ``.pte`` program, loaded in the real ExecuTorch runtime, with what we know about it.
+
+:class:`PteArtifact` is what :func:`helpers.lower` returns. It runs the program with the
+ExecuTorch runtime (``executorch.runtime.Runtime``), either behind a host-side contract check
+(:meth:`PteArtifact.run`) or exactly as a device would (:meth:`PteArtifact.run_raw`), and it
+answers questions about the program: its input contract, how much of it the delegate took,
+how big the memory plan's arena is, and the graph export recorded.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ._quiet import captured_output, import_executorch_quietly, runtime_log_lines
+from .contract import InputContract
+
+__all__ = ["PteArtifact", "DelegationReport", "RuntimeRejectedError"]
+
+
+class RuntimeRejectedError(RuntimeError):
+    """The ExecuTorch runtime refused to run: its own words are in ``reason`` (and ``log``)."""
+
+    def __init__(self, method: str, error: str, log: list[str]):
+        self.method = method
+        self.error = error
+        self.log = log
+        self.reason = "; ".join(log) if log else error
+        super().__init__(f"the ExecuTorch runtime refused method '{method}': {self.reason} [{_short_error(error)}]")
+
+
+def _short_error(error: str) -> str:
+    return error.split("\n", 1)[0].strip()
+
+
+# ----- delegation ---------------------------------------------------------------------------------
+_BOOKKEEPING = {"alloc", "getitem", "Total"}
+
+
+@dataclass
+class DelegationReport:
+    """How many graph nodes the backend took (delegated) and how many run on portable kernels.
+
+    ``rows`` holds one dict per (region, operator): ``region`` is ``"main"`` for the
+    straight-line graph or e.g. ``"cond#0 true branch"`` for a ``torch.cond`` branch.
+    Memory bookkeeping nodes (``alloc``, ``getitem``) are not counted.
+    """
+
+    method: str
+    backend: str
+    rows: list[dict[str, Any]]
+    delegated_subgraphs: int
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def delegated_nodes(self) -> int:
+        return sum(r["delegated"] for r in self.rows)
+
+    @property
+    def portable_nodes(self) -> int:
+        return sum(r["portable"] for r in self.rows)
+
+    @property
+    def coverage(self) -> float:
+        """Delegated share of the compute nodes (0..1)."""
+        total = self.delegated_nodes + self.portable_nodes
+        return self.delegated_nodes / total if total else 0.0
+
+    def by_op(self) -> dict[str, tuple[int, int]]:
+        """``{operator: (delegated, portable)}`` summed over regions."""
+        out: dict[str, tuple[int, int]] = {}
+        for r in self.rows:
+            d, p = out.get(r["op"], (0, 0))
+            out[r["op"]] = (d + r["delegated"], p + r["portable"])
+        return dict(sorted(out.items()))
+
+    def portable_ops(self) -> list[str]:
+        """Operators that (at least once) were not delegated."""
+        return [op for op, (_, p) in self.by_op().items() if p]
+
+    def summary(self) -> str:
+        return (f"{self.method}: {self.delegated_nodes} nodes delegated to {self.backend} in "
+                f"{self.delegated_subgraphs} subgraph(s), {self.portable_nodes} on portable kernels "
+                f"({self.coverage:.0%} delegated)")
+
+    def to_dataframe(self):  # -> pandas.DataFrame
+        import pandas as pd
+
+        return pd.DataFrame(self.rows, columns=["region", "op", "delegated", "portable"])
+
+    def _repr_html_(self) -> str:
+        body = "".join(
+            f"<tr><td>{html.escape(r['region'])}</td><td><code>{html.escape(r['op'])}</code></td>"
+            f"<td style='text-align:right'>{r['delegated']}</td><td style='text-align:right'>{r['portable']}</td></tr>"
+            for r in self.rows)
+        notes = "".join(f"<li>{html.escape(n)}</li>" for n in self.notes)
+        return (f"<div><b>{html.escape(self.summary())}</b>"
+                "<table><tr><th>region</th><th>operator</th><th>delegated</th><th>portable</th></tr>"
+                f"{body}</table>{f'<ul>{notes}</ul>' if notes else ''}</div>")
+
+    def __str__(self) -> str:
+        return self.summary()
+
+
+# ----- the artifact -------------------------------------------------------------------------------
+class PteArtifact:
+    """A ``.pte`` program loaded in the ExecuTorch runtime, plus its recorded metadata."""
+
+    def __init__(self, pte: bytes, meta: dict[str, Any]):
+        import_executorch_quietly()
+        from executorch.runtime import Runtime
+
+        self._pte = bytes(pte)
+        self._meta = meta
+        with captured_output():  # the runtime's first start prints CPU-probing chatter
+            self._program = Runtime.get().load_program(self._pte)
+        self._loaded: dict[str, Any] = {}
+        self._contracts = {m: InputContract.from_dict(d["contract"]) for m, d in meta["methods"].items()}
+
+    # ----- facts -------------------------------------------------------------------------------
+    @property
+    def methods(self) -> tuple[str, ...]:
+        """The method names in the program, in the order they were given."""
+        return tuple(self._meta["methods"])
+
+    @property
+    def backend(self) -> str:
+        return self._meta["backend"]
+
+    @property
+    def key(self) -> str:
+        """The cache key (content address) of this program."""
+        return self._meta["key"]
+
+    @property
+    def nbytes(self) -> int:
+        """Size of the serialized ``.pte`` in bytes."""
+        return len(self._pte)
+
+    @property
+    def notes(self) -> list[str]:
+        """What the lowering had to do differently (e.g. control flow left to portable kernels)."""
+        return [n for d in self._meta["methods"].values() for n in d["notes"]]
+
+    def _info(self, method: str) -> dict[str, Any]:
+        if method not in self._meta["methods"]:
+            raise KeyError(f"no method '{method}' in this program; it has: {', '.join(self.methods)}")
+        return self._meta["methods"][method]
+
+    def input_contract(self, method: str = "forward") -> InputContract:
+        """The inputs ``method`` accepts: dtypes, static sizes, named ``Dim`` ranges and ties."""
+        self._info(method)
+        return self._contracts[method]
+
+    def delegation(self, method: str = "forward") -> DelegationReport:
+        """Delegated vs portable nodes per operator (from ``get_delegation_info``)."""
+        info = self._info(method)
+        return DelegationReport(method=method, backend=self.backend, rows=[dict(r) for r in info["delegation"]],
+                                delegated_subgraphs=info["delegated_subgraphs"], notes=list(info["notes"]))
+
+    def planned_memory_bytes(self, method: str = "forward") -> int:
+        """Bytes of the memory plan's arena for activations and inputs/outputs (excludes weights and
+        the delegate's private workspace)."""
+        return int(sum(self._info(method)["planned_buffer_sizes"]))
+
+    def graph(self, method: str = "forward") -> str:
+        """The graph export recorded, as code (before lowering): only what tracing actually executed."""
+        return self._info(method)["graph"]
+
+    def save(self, path: str | Path) -> Path:
+        """Write the ``.pte`` file (what you would ship to the device)."""
+        path = Path(path)
+        path.write_bytes(self._pte)
+        return path
+
+    # ----- running -----------------------------------------------------------------------------
+    def _method(self, method: str):
+        self._info(method)
+        if method not in self._loaded:
+            with captured_output() as log:
+                try:
+                    self._loaded[method] = self._program.load_method(method)
+                except Exception as exc:
+                    raise RuntimeRejectedError(method, str(exc), runtime_log_lines(log.getvalue())) from None
+        return self._loaded[method]
+
+    def runtime_input_shapes(self, method: str = "forward") -> list[tuple[int, ...] | None]:
+        """Per input, the shape the ``.pte`` itself records (``MethodMeta``): the *maximum* shape."""
+        meta = self._method(method).metadata
+        shapes: list[tuple[int, ...] | None] = []
+        for i in range(meta.num_inputs()):
+            try:
+                shapes.append(tuple(meta.input_tensor_meta(i).sizes()))
+            except Exception:  # a non-tensor input (a baked-in Python scalar)
+                shapes.append(None)
+        return shapes
+
+    def run_raw(self, *args: Any, method: str = "forward", all_outputs: bool = False) -> tuple[Any, ...]:
+        """Run exactly as a device would: no host-side checks, only the runtime's own.
+
+        Returns the user outputs (or every runtime output with ``all_outputs=True``).
+        Raises :class:`RuntimeRejectedError` with the runtime's message when it refuses.
+        """
+        m = self._method(method)
+        with captured_output() as log:
+            try:
+                outs = m.execute(list(args))
+            except Exception as exc:
+                raise RuntimeRejectedError(method, str(exc), runtime_log_lines(log.getvalue())) from None
+        outs = [o.clone() if isinstance(o, torch.Tensor) else o for o in outs]
+        if all_outputs:
+            return tuple(outs)
+        picks = self._info(method)["user_outputs"]
+        if len(outs) != self._info(method)["runtime_outputs"]:
+            return tuple(outs)
+        return tuple(outs[i] for i in picks)
+
+    def run(self, *args: Any, method: str = "forward") -> tuple[Any, ...]:
+        """Check ``args`` against the input contract, then run.
+
+        Raises :class:`helpers.InputContractError` for any input the export did not cover
+        (with the input, axis, expectation and fix), and :class:`RuntimeRejectedError` if the
+        runtime still refuses. Tensors are detached and made contiguous first.
+        """
+        self.input_contract(method).check(args)
+        prepared = [a.detach().contiguous() if isinstance(a, torch.Tensor) else a for a in args]
+        return self.run_raw(*prepared, method=method)
+
+    # ----- display -----------------------------------------------------------------------------
+    def __repr__(self) -> str:
+        return f"<PteArtifact {', '.join(self.methods)} · {self.backend} · {self.nbytes:,} bytes>"
+
+    def _repr_html_(self) -> str:
+        parts = [f"<div><b>.pte program</b> · backend <code>{html.escape(self.backend)}</code> · "
+                 f"{self.nbytes:,} bytes · {len(self.methods)} method(s)<table>"
+                 "<tr><th>method</th><th>inputs</th><th>delegated</th><th>arena</th></tr>"]
+        for m in self.methods:
+            d = self.delegation(m)
+            parts.append(
+                f"<tr><td><code>{html.escape(m)}</code></td>"
+                f"<td><code>{html.escape(self.input_contract(m).signature())}</code></td>"
+                f"<td>{d.delegated_nodes}/{d.delegated_nodes + d.portable_nodes} nodes ({d.coverage:.0%})</td>"
+                f"<td>{self.planned_memory_bytes(m):,} B</td></tr>")
+        parts.append("</table>")
+        if self.notes:
+            parts.append("<ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in self.notes) + "</ul>")
+        parts.append("</div>")
+        return "".join(parts)

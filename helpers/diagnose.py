@@ -1,0 +1,245 @@
+"""Read an export failure the way the seeds teach: classify it, find the line, name the fix.
+
+:func:`diagnose_export` never raises for a failing export. It runs the pipeline stage by stage
+(``torch.export`` → lowering → loading in the runtime) and returns a :class:`Diagnosis` whose
+``kind`` is one of:
+
+- ``"data_dependent"``: Python asked a traced tensor for its *value* (``if x.sum() > 0``,
+  ``while`` on a tensor, ``.item()``). Fix: ``torch.cond`` / ``torch.where`` / hoist into the app,
+  or delete an incidental branch.
+- ``"constraint_violation"``: ``forward()`` reasons about a dynamic size in a way that does not
+  hold for every size you declared (export "added a guard on a dynamic dimension"). Fix: bound
+  the ``Dim`` as torch suggests, or rewrite the size arithmetic.
+- ``"unsupported_operator"``: an operator export, the edge dialect or the runtime cannot handle.
+- ``"other"`` and ``"ok"``.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import sys
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ._quiet import captured_output, import_executorch_quietly
+from .artifact import PteArtifact
+
+__all__ = ["Diagnosis", "diagnose_export", "KINDS"]
+
+KINDS = ("ok", "data_dependent", "constraint_violation", "unsupported_operator", "other")
+
+_REPO = Path(__file__).resolve().parent.parent
+_LIBRARY_FILES = {Path(__file__).resolve(), Path(__file__).with_name("lowering.py").resolve()}
+
+FIXES = {
+    "data_dependent": (
+        "The Python control flow reads a tensor's value, which does not exist while tracing. Decide what the "
+        "branch is: semantic and elementwise → torch.where(cond, a, b) (both sides computed); semantic and "
+        "structural → torch.cond(pred, true_fn, false_fn, (x,)) (both branches in the graph), or hoist the "
+        "decision into the app (two methods or two .pte files); incidental (debug path, training-only "
+        "branch, assertion) → delete it from the export path. Then re-export and compare against eager on "
+        "inputs that exercise both sides."),
+    "constraint_violation": (
+        "forward() reasons about a dynamic size in a way that does not hold for every size you declared. "
+        "Either adopt the bound torch suggests (a narrower or derived Dim), or rewrite the size arithmetic "
+        "so it holds for the whole range (e.g. reshape(x.shape[0], -1) instead of view(-1, 8)); if the "
+        "Dim was specialized to a constant, the code needs that exact size: make the axis static."),
+    "unsupported_operator": (
+        "Replace the operator with ones the exporter, the edge dialect and the runtime support (or a "
+        "decomposition of it), register a fake (meta) kernel for a custom op, or move that step into the "
+        "app; a kernel missing at load time needs a runtime build that includes it."),
+    "other": "Read the message: common causes are Python side effects in forward() (NumPy, printing "
+             "tensors), unsupported input or output types, or a bug that eager mode also has.",
+    "ok": "Export, lowering and loading succeed. Now prove parity on varied inputs (helpers.compare).",
+}
+
+_DATA_DEPENDENT = ("data-dependent", "data dependent", "GuardOnDataDependentSymNode", "DataDependentOutputException")
+_CONSTRAINT = ("Constraints violated", "ConstraintViolation", "satisfy the generated guard", "specialized it to be a "
+               "constant", "not in range")
+_UNSUPPORTED = ("no fake impl", "fake kernel", "not in Core ATen", "not found", "Missing operator",
+                "was not decomposed or delegated", "Unsupported operator", "does not have an out variant",
+                "missing out variant", "Dynamic control flow is not supported", "Unsupported: ")
+_OP_PATTERNS = (r"CustomOpDef\(([\w:.]+)\)", r"kernel '([\w:.]+)' not found", r"Missing operator: \[\d+\] ([\w:.]+)",
+                r"Operator torch\._ops\.(aten\.[\w.]+) is not in Core ATen", r"Node \w+ with op <EdgeOpOverload: ([\w.]+)>",
+                r"(aten[.:]{1,2}[\w.]+)")
+
+
+@dataclass
+class Diagnosis:
+    """The verdict on one model: what failed, where, and what to do."""
+
+    kind: str
+    stage: str
+    summary: str
+    fix: str
+    source_line: str | None = None
+    location: str | None = None
+    error_type: str | None = None
+    message: str = ""
+    suggested_fixes: list[str] = field(default_factory=list)
+    operator: str | None = None
+    artifact: PteArtifact | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.kind == "ok"
+
+    def __str__(self) -> str:
+        lines = [f"{self.kind} ({self.stage}): {self.summary}"]
+        if self.source_line:
+            lines.append(f"  offending line: {self.source_line}" + (f"   [{self.location}]" if self.location else ""))
+        if self.suggested_fixes:
+            lines.append("  torch suggests: " + " | ".join(self.suggested_fixes))
+        lines.append(f"  fix: {self.fix}")
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        colour = "#d9f2d9" if self.ok else "#f8d0d0"
+        rows = [("kind", f"<b>{self.kind}</b> (stage: {self.stage})"), ("summary", html.escape(self.summary))]
+        if self.source_line:
+            rows.append(("offending line", f"<code>{html.escape(self.source_line)}</code>"
+                         + (f" <small>{html.escape(self.location or '')}</small>" if self.location else "")))
+        if self.suggested_fixes:
+            rows.append(("torch suggests", "<br>".join(f"<code>{html.escape(s)}</code>" for s in self.suggested_fixes)))
+        rows.append(("fix", html.escape(self.fix)))
+        body = "".join(f"<tr><th style='text-align:left'>{k}</th><td style='text-align:left'>{v}</td></tr>"
+                       for k, v in rows)
+        return f"<div style='background:{colour};padding:4px'><table>{body}</table></div>"
+
+
+# ----- reading errors -----------------------------------------------------------------------------
+def classify(exc: BaseException) -> str:
+    """The kind of an export/lowering/load error (see module docstring)."""
+    text = f"{type(exc).__name__}: {exc}"
+    if any(k in text for k in _DATA_DEPENDENT):
+        return "data_dependent"
+    if any(k in text for k in _CONSTRAINT):
+        return "constraint_violation"
+    if any(k in text for k in _UNSUPPORTED):
+        return "unsupported_operator"
+    return "other"
+
+
+def _location(filename: str, lineno: int) -> str:
+    path = Path(filename)
+    if "ipykernel" in filename or filename.startswith("<ipython"):
+        return f"notebook cell, line {lineno}"
+    try:
+        return f"{path.resolve().relative_to(_REPO)}:{lineno}"
+    except ValueError:
+        return f"{path.name}:{lineno}"
+
+
+def _is_library(filename: str) -> bool:
+    if "site-packages" in filename or "dist-packages" in filename or filename.startswith("<frozen"):
+        return True
+    if Path(filename).resolve() in _LIBRARY_FILES:
+        return True
+    return filename.startswith(sys.prefix) or filename.startswith(sys.base_prefix)
+
+
+def user_frame(exc: BaseException) -> tuple[str, str] | None:
+    """(source line, location) of the user's code that triggered ``exc``, where torch reports it."""
+    message = str(exc)
+    m = re.search(r'The following call raised this error:\s*\n\s*File "([^"]+)", line (\d+), in (\w+)\n\s*(.+)', message)
+    if m:
+        return f"{m.group(3)}(): {m.group(4).strip()}", _location(m.group(1), int(m.group(2)))
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not _is_library(f.filename)]
+    for frame in reversed(frames):
+        if frame.line and frame.name not in ("<module>",):
+            return f"{frame.name}(): {frame.line.strip()}", _location(frame.filename, frame.lineno or 0)
+    return None
+
+
+def _suggested_fixes(message: str) -> list[str]:
+    m = re.search(r"Suggested fixes:\s*\n((?:[ \t]+.+\n?)+)", message)
+    return [line.strip() for line in m.group(1).splitlines() if line.strip()] if m else []
+
+
+def _operator(message: str) -> str | None:
+    for pattern in _OP_PATTERNS:
+        m = re.search(pattern, message)
+        if m:
+            return m.group(1)
+    return None
+
+
+def _readable_guard(text: str) -> str:
+    return re.sub(r"L\['(\w+)'\]\.size\(\)\[(\d+)\]", r"\1.shape[\2]", text)
+
+
+def _summary(kind: str, exc: BaseException, source: str | None, operator: str | None, stage: str) -> str:
+    message = str(exc)
+    first = message.strip().splitlines()[0] if message.strip() else type(exc).__name__
+    if kind == "data_dependent":
+        what = "a `while` loop on a tensor" if source and "while " in source else (
+            "a tensor value turned into a Python number" if re.search(r"\.item\(\)|int\(|float\(", source or "")
+            else "Python control flow on a tensor's value")
+        return f"data-dependent: {what} cannot be traced (export needs a Python bool/int where only a symbol exists)"
+    if kind == "constraint_violation":
+        m = re.search(r"Not all values of (\w+) = .*? satisfy the generated guard (.+)", message)
+        if m:
+            return f"export added a guard on dynamic dimension '{m.group(1)}' that not every declared size satisfies: " \
+                   f"{_readable_guard(m.group(2)).strip()}"
+        m = re.search(r"You marked (\w+) as dynamic but your code specialized it to be a constant \((\d+)\)", message)
+        if m:
+            return f"Dim '{m.group(1)}' was declared dynamic, but forward() only works for the size {m.group(2)}"
+        return f"shape constraint violated: {_readable_guard(first)}"
+    if kind == "unsupported_operator":
+        why = ("has no fake (meta) kernel, so export cannot trace it" if "fake" in message else
+               "is not in the Core ATen opset the edge dialect accepts" if "Core ATen" in message else
+               "has no kernel in this runtime" if stage == "load" else
+               "was neither decomposed nor delegated" if "decomposed or delegated" in message else
+               "is not supported")
+        return f"unsupported operator {operator or '(unknown)'} {why} (stage: {stage})"
+    return f"{type(exc).__name__}: {first}"
+
+
+def diagnose_exception(exc: BaseException, stage: str) -> Diagnosis:
+    """A :class:`Diagnosis` for an exception raised at ``stage`` ("export", "lower" or "load")."""
+    kind = classify(exc)
+    located = user_frame(exc)
+    source, location = located if located else (None, None)
+    message = str(exc)
+    operator = _operator(message) if kind == "unsupported_operator" else None
+    fix = FIXES[kind]
+    if kind == "data_dependent" and source and "while " in source:
+        fix = ("A `while` on a tensor cannot be traced: bound it (a fixed number of steps with torch.where "
+               "masking the finished ones) or run the loop in the app, calling the exported step. ") + fix
+    return Diagnosis(kind=kind, stage=stage, summary=_summary(kind, exc, source, operator, stage), fix=fix,
+                     source_line=source, location=location, error_type=type(exc).__name__,
+                     message=message, suggested_fixes=_suggested_fixes(message), operator=operator)
+
+
+def diagnose_export(model: torch.nn.Module, example_args: Any, dynamic_shapes: Any = None, *,
+                    backend: str = "xnnpack", lower: bool = True) -> Diagnosis:
+    """Try export (and, with ``lower=True``, lowering and loading); never raise for a failure.
+
+    On success the returned diagnosis carries the loaded ``artifact``.
+    """
+    from .lowering import lower as lower_fn
+
+    import_executorch_quietly()
+    if isinstance(example_args, torch.Tensor):
+        example_args = (example_args,)
+    example_args = tuple(example_args)
+    try:
+        with captured_output():
+            torch.export.export(model, example_args, dynamic_shapes=dynamic_shapes)
+    except Exception as exc:  # noqa: BLE001 - diagnosing is the point
+        return diagnose_exception(exc, "export")
+    if not lower:
+        return Diagnosis(kind="ok", stage="export", summary="torch.export succeeded", fix=FIXES["ok"])
+    try:
+        artifact = lower_fn(model, example_args, dynamic_shapes=dynamic_shapes, backend=backend)
+    except Exception as exc:  # noqa: BLE001
+        stage = "load" if type(exc).__name__ == "RuntimeRejectedError" else "lower"
+        return diagnose_exception(exc, stage)
+    d = artifact.delegation()
+    return Diagnosis(kind="ok", stage="load", fix=FIXES["ok"], artifact=artifact,
+                     summary=f"exported, lowered and loaded; {d.summary()}")

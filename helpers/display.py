@@ -1,0 +1,84 @@
+"""Small, deterministic ways to show tensors and errors in a lesson.
+
+Notebook outputs are compared strictly in CI, and float noise differs between CPUs, so
+tensors are shown rounded; error messages are shown as their first meaningful lines with
+machine-specific paths removed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+__all__ = ["fmt", "show_error", "error_excerpt", "sanitize"]
+
+_PATHS = [
+    (re.compile(r'File "/tmp/ipykernel_\d+/\d+\.py"'), 'File "<notebook cell>"'),
+    (re.compile(r"/tmp/ipykernel_\d+/\d+\.py"), "<notebook cell>"),
+    (re.compile(r"\S*/site-packages/"), ""),
+    (re.compile(r" at 0x[0-9a-f]+"), ""),
+]
+
+
+def sanitize(text: str) -> str:
+    """Remove what changes between machines and runs: kernel temp paths, install paths, addresses."""
+    from pathlib import Path
+
+    repo = str(Path(__file__).resolve().parent.parent) + "/"
+    text = text.replace(repo, "")
+    for pattern, repl in _PATHS:
+        text = pattern.sub(repl, text)
+    return text
+
+
+def fmt(value: Any, decimals: int = 3) -> str:
+    """A tensor (or tuple of tensors) as a short, rounded, deterministic string."""
+    if isinstance(value, (tuple, list)):
+        return "(" + ", ".join(fmt(v, decimals) for v in value) + ")"
+    if not isinstance(value, torch.Tensor):
+        return repr(value)
+    t = value.detach()
+    if t.is_floating_point():
+        t = torch.round(t.double() * 10**decimals) / 10**decimals
+        t = t + 0.0  # turns -0.0 into 0.0
+        items = [f"{v:.{decimals}f}" if v == v else "nan" for v in t.flatten().tolist()]
+    else:
+        items = [str(v) for v in t.flatten().tolist()]
+    if len(items) > 12:
+        items = items[:6] + ["…"] + items[-3:]
+    shape = "×".join(str(s) for s in t.shape) or "scalar"
+    return f"[{', '.join(items)}] ({shape})"
+
+
+_NOISE = ("For more information, run with", "TORCH_LOGS", "TORCHDYNAMO_EXTENDED", "For C++ stack trace",
+          "For more debugging help", "draft_export", "If you suspect the guard", "consider using data-dependent",
+          "The error above occurred when calling")
+
+
+def error_excerpt(exc: BaseException, max_lines: int = 12) -> str:
+    """The lines of an error message a learner should read (type first, noise and paths removed)."""
+    lines = []
+    for line in str(exc).splitlines():
+        if not line.strip() or any(n in line for n in _NOISE):
+            continue
+        lines.append(sanitize(line.rstrip()))
+    if len(lines) > max_lines:
+        lines = lines[:max_lines] + [f"… ({len(lines) - max_lines} more lines)"]
+    return f"{type(exc).__name__}: " + "\n".join(lines)
+
+
+def show_error(fn: Callable[..., Any], *args: Any, max_lines: int = 12, **kwargs: Any) -> BaseException | None:
+    """Call ``fn`` expecting it to fail; print the readable part of the error and return the exception.
+
+    A lesson uses this to show a real error without a traceback full of machine-specific paths.
+    """
+    try:
+        fn(*args, **kwargs)
+    except Exception as exc:  # noqa: BLE001 - showing the error is the point
+        print(error_excerpt(exc, max_lines=max_lines))
+        return exc
+    print("no error raised")
+    return None

@@ -1,0 +1,264 @@
+"""From an ``nn.Module`` to a ``.pte`` loaded in the ExecuTorch runtime.
+
+The pipeline is the one you would ship: ``torch.export.export`` → ``to_edge_transform_and_lower``
+(with the XNNPACK partitioner, or none for the portable kernels) → ``to_executorch()`` →
+``executorch.runtime.Runtime``. Results are cached by content (see :mod:`helpers.cache`).
+
+One adjustment is made for ``torch.cond``: XNNPACK asks the lowering not to decompose some
+operators (``linear`` among them) because it will take them itself, but it never looks inside
+a cond branch, so such an operator would be left undecomposed *and* undelegated ("was not
+decomposed or delegated"). We keep that request for the straight-line graph only, so the
+operators inside branches are decomposed and run on portable kernels. The delegation report
+says so.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+from . import cache
+from ._quiet import captured_output, import_executorch_quietly, runtime_log_lines
+from .artifact import PteArtifact, RuntimeRejectedError
+from .contract import contract_from_export
+
+__all__ = ["lower", "lower_methods", "BACKENDS"]
+
+BACKENDS = ("xnnpack", "portable")
+_CONTROL_FLOW = ("cond", "while_loop", "map_impl", "scan")
+_MEMORY: dict[str, PteArtifact] = {}
+_progress_enabled: bool | None = None
+
+
+def set_progress(enabled: bool | None) -> None:
+    """Force the export progress line on or off (``None``: only in notebooks and terminals)."""
+    global _progress_enabled
+    _progress_enabled = enabled
+
+
+def _progress_wanted() -> bool:
+    if _progress_enabled is not None:
+        return _progress_enabled
+    if "ipykernel" in sys.modules:
+        return True
+    return bool(getattr(sys.stderr, "isatty", lambda: False)())
+
+
+class _Progress:
+    """One line that is rewritten in place (``\\r``); only its last state remains in a notebook."""
+
+    def __init__(self, label: str):
+        self.label = label
+        self.stream = sys.stdout if "ipykernel" in sys.modules else sys.stderr
+        self.on = _progress_wanted()
+
+    def step(self, text: str) -> None:
+        if self.on:
+            self.stream.write(f"\r⏳ {self.label}: {text}…")
+            self.stream.flush()
+
+    def done(self, text: str) -> None:
+        if self.on:
+            self.stream.write(f"\r✓ {self.label}: {text}\n")
+            self.stream.flush()
+
+    def fail(self, exc: BaseException) -> None:
+        if self.on:
+            self.stream.write(f"\r✗ {self.label}: failed ({type(exc).__name__})\n")
+            self.stream.flush()
+
+
+def _xnnpack_partitioner():
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+
+    class XnnpackOutsideControlFlow(XnnpackPartitioner):
+        """XNNPACK, asking to keep operators whole only where it can actually take them."""
+
+        def ops_to_not_decompose(self, ep):
+            ops, keep = super().ops_to_not_decompose(ep)
+            top = ep.graph_module.graph
+
+            def keep_outside_branches(node: torch.fx.Node) -> bool:
+                if node.graph is not top:  # inside a cond/while branch: let it decompose
+                    return False
+                return True if keep is None else keep(node)
+
+            return ops, keep_outside_branches
+
+    return XnnpackOutsideControlFlow()
+
+
+def _normalise(methods: Mapping[str, Any]) -> dict[str, tuple[torch.nn.Module, tuple[Any, ...], Any]]:
+    if not methods:
+        raise ValueError("lower_methods needs at least one method: {'forward': (model, example_args)}")
+    out = {}
+    for name, spec in methods.items():
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ValueError(f"method name must be a Python identifier, got {name!r}")
+        if not isinstance(spec, (tuple, list)) or len(spec) not in (2, 3):
+            raise ValueError(f"method '{name}' must be (model, example_args) or (model, example_args, dynamic_shapes)")
+        model, args = spec[0], spec[1]
+        dynamic = spec[2] if len(spec) == 3 else None
+        if not isinstance(model, torch.nn.Module):
+            raise TypeError(f"method '{name}': expected a torch.nn.Module, got {type(model).__name__}")
+        if isinstance(args, torch.Tensor):
+            args = (args,)
+        if not isinstance(args, tuple):
+            args = tuple(args) if isinstance(args, list) else (args,)
+        for i, a in enumerate(args):
+            if not isinstance(a, (torch.Tensor, bool, int, float)):
+                raise TypeError(f"method '{name}': example input {i} is a {type(a).__name__}; lower() takes flat "
+                                "positional tensors (and Python int/float/bool, which export bakes in as constants)")
+        out[name] = (model, args, dynamic)
+    return out
+
+
+def _delegation_rows(gm: torch.fx.GraphModule, region: str, rows: list[dict[str, Any]],
+                     counter: list[int]) -> int:
+    from executorch.devtools.backend_debug import get_delegation_info
+
+    info = get_delegation_info(gm)
+    frame = info.get_operator_delegation_dataframe()
+    for _, r in frame.iterrows():
+        if r["op_type"] in {"alloc", "getitem", "Total"}:
+            continue
+        rows.append({"region": region, "op": str(r["op_type"]),
+                     "delegated": int(r["occurrences_in_delegated_graphs"]),
+                     "portable": int(r["occurrences_in_non_delegated_graphs"])})
+    subgraphs = int(info.num_delegated_subgraphs)
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and getattr(node.target, "__name__", "") in _CONTROL_FLOW:
+            index = counter[0]
+            counter[0] += 1
+            kind = node.target.__name__
+            branch_names = ("true branch", "false branch") if kind == "cond" else ("body", "body 2")
+            branches = [a for a in node.args if isinstance(a, torch.fx.Node) and a.op == "get_attr"]
+            for label, arg in zip(branch_names, branches):
+                sub = getattr(gm, arg.target)
+                subgraphs += _delegation_rows(sub, f"{kind}#{index} {label}", rows, counter)
+    return subgraphs
+
+
+def _user_output_positions(edge_program) -> tuple[list[int], int]:
+    """Which runtime outputs are the model's own (input mutations become extra outputs)."""
+    from torch.export.graph_signature import OutputKind
+
+    specs = [s for s in edge_program.graph_signature.output_specs if s.kind != OutputKind.BUFFER_MUTATION]
+    return [i for i, s in enumerate(specs) if s.kind == OutputKind.USER_OUTPUT], len(specs)
+
+
+def _control_flow_nodes(ep: torch.export.ExportedProgram) -> int:
+    return sum(1 for n in ep.graph.nodes
+               if n.op == "call_function" and getattr(n.target, "__name__", "") in _CONTROL_FLOW)
+
+
+def _graph_text(ep: torch.export.ExportedProgram) -> str:
+    lines = [line for line in ep.graph_module.code.strip().splitlines() if line.strip()]
+    return "\n".join(lines)
+
+
+def _build(methods: dict[str, tuple[torch.nn.Module, tuple[Any, ...], Any]], backend: str,
+           key: str, progress: _Progress) -> tuple[bytes, dict[str, Any]]:
+    from executorch.exir import to_edge_transform_and_lower
+    from executorch.runtime import Runtime
+
+    exported = {}
+    for name, (model, args, dynamic) in methods.items():
+        progress.step(f"torch.export {name}")
+        with captured_output():
+            exported[name] = torch.export.export(model, args, dynamic_shapes=dynamic)
+    progress.step(f"lowering to {backend}")
+    partitioner = [_xnnpack_partitioner()] if backend == "xnnpack" else []
+    with captured_output():
+        edge = to_edge_transform_and_lower(exported, partitioner=partitioner)
+        progress.step("to_executorch (memory planning)")
+        program = edge.to_executorch()
+    pte = bytes(program.buffer)
+    plans = {plan.name: list(plan.non_const_buffer_sizes) for plan in program.executorch_program.execution_plan}
+
+    with captured_output():
+        loaded = Runtime.get().load_program(pte)
+    meta: dict[str, Any] = {"key": key, "backend": backend, "methods": {}}
+    for name, (model, args, dynamic) in methods.items():
+        ep = exported[name]
+        with captured_output() as log:
+            try:
+                method_meta = loaded.load_method(name).metadata
+            except Exception as exc:  # e.g. a kernel this runtime does not have
+                raise RuntimeRejectedError(name, str(exc), runtime_log_lines(log.getvalue())) from None
+        planned: list[tuple[int, ...] | None] = []
+        for i in range(method_meta.num_inputs()):
+            try:
+                planned.append(tuple(method_meta.input_tensor_meta(i).sizes()))
+            except Exception:
+                planned.append(None)
+        edge_ep = edge.exported_program(name)
+        rows: list[dict[str, Any]] = []
+        subgraphs = _delegation_rows(edge_ep.graph_module, "main", rows, [0])
+        notes = []
+        n_cf = _control_flow_nodes(ep)
+        if n_cf and backend == "xnnpack":
+            in_branches = sum(r["portable"] + r["delegated"] for r in rows if r["region"] != "main")
+            notes.append(f"{name}: {n_cf} control-flow region(s) (torch.cond): XNNPACK does not lower inside "
+                         f"branches, so their {in_branches} node(s) were decomposed to run on portable kernels")
+        user_outputs, runtime_outputs = _user_output_positions(edge_ep)
+        contract = contract_from_export(name, model, args, dynamic, ep, planned)
+        meta["methods"][name] = {
+            "contract": contract.to_dict(), "delegation": rows, "delegated_subgraphs": subgraphs,
+            "notes": notes, "planned_buffer_sizes": plans.get(name, []), "graph": _graph_text(ep),
+            "user_outputs": user_outputs, "runtime_outputs": runtime_outputs,
+        }
+    return pte, meta
+
+
+def lower_methods(methods: Mapping[str, Any], *, backend: str = "xnnpack") -> PteArtifact:
+    """Export several methods into ONE ``.pte`` (bucketing, hoisting a decision into the app).
+
+    ``methods`` maps a method name to ``(model, example_args)`` or
+    ``(model, example_args, dynamic_shapes)``. Results are cached by content.
+    """
+    import_executorch_quietly()
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    normalised = _normalise(methods)
+    key = cache.fingerprint(normalised, backend)
+    label = f"{'+'.join(normalised)} → .pte ({backend})"
+    progress = _Progress(label)
+    memory_key = f"{cache.cache_dir()}/{key}"
+    if memory_key in _MEMORY:
+        progress.done("ready")
+        return _MEMORY[memory_key]
+    stored = cache.load_entry(key)
+    if stored is not None:
+        artifact = PteArtifact(*stored)
+    else:
+        progress.step("starting")
+        try:
+            pte, meta = _build(normalised, backend, key, progress)
+        except BaseException as exc:
+            progress.fail(exc)
+            raise
+        cache.store_entry(key, pte, meta)
+        artifact = PteArtifact(pte, meta)
+    _MEMORY[memory_key] = artifact
+    progress.done("ready")
+    return artifact
+
+
+def lower(model: torch.nn.Module, example_args: Any, *, dynamic_shapes: Any = None,
+          backend: str = "xnnpack") -> PteArtifact:
+    """Export ``model`` with ``example_args``, lower it for ``backend`` and load the ``.pte``.
+
+    ``backend="xnnpack"`` delegates what XNNPACK supports; ``"portable"`` uses only the
+    runtime's portable kernels. Export errors propagate unchanged (read them! or use
+    :func:`helpers.diagnose_export`). Cached by content: a second call is fast.
+    """
+    return lower_methods({"forward": (model, example_args, dynamic_shapes)}, backend=backend)
+
+
+def forget_in_memory() -> None:
+    """Drop the in-process cache (the on-disk cache stays)."""
+    _MEMORY.clear()

@@ -1,0 +1,420 @@
+"""Output parity between eager PyTorch and the ``.pte``, over a *varied* set of inputs.
+
+One example input proves almost nothing: a silently specialized program matches eager on
+exactly the inputs it was traced with. :func:`probe_inputs` builds a varied set (signs,
+scales, zeros, extremes, and every dynamic axis at its min, max, middle and one step beyond
+each bound, static axes nudged), and :func:`compare` runs eager and the *raw* runtime (what a
+device does: no host-side checks) on each, classifying every row as ``match``, ``diverge``,
+``rejected`` or ``eager_error`` and noting whether the input was inside the export contract.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from .artifact import PteArtifact, RuntimeRejectedError
+from .contract import InputContract, forward_parameter_names, user_dim_specs
+
+__all__ = ["Probe", "probe_inputs", "ParityRow", "ParityReport", "compare", "check_one", "STATUSES"]
+
+STATUSES = ("match", "diverge", "rejected", "eager_error")
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One test input: a label saying what it exercises, and the positional arguments."""
+
+    label: str
+    args: tuple[Any, ...]
+
+    def shapes(self) -> str:
+        return ", ".join(str(tuple(a.shape)) if isinstance(a, torch.Tensor) else repr(a) for a in self.args)
+
+
+# ----- probe generation ---------------------------------------------------------------------------
+def _values_like(t: torch.Tensor, shape: tuple[int, ...], kind: str, gen: torch.Generator) -> torch.Tensor:
+    """A tensor of ``shape`` shaped like example ``t`` (same dtype, same value range for integers)."""
+    if t.dtype == torch.bool:
+        if kind == "zeros":
+            return torch.zeros(shape, dtype=torch.bool)
+        if kind == "ones":
+            return torch.ones(shape, dtype=torch.bool)
+        return torch.rand(shape, generator=gen) > 0.5
+    if not t.dtype.is_floating_point:
+        # Integers are usually indices (token ids): stay inside the example's range.
+        lo = int(t.min()) if t.numel() else 0
+        hi = int(t.max()) if t.numel() else 1
+        if kind == "zeros":
+            return torch.full(shape, lo, dtype=t.dtype)
+        if kind == "extremes":
+            return torch.where(torch.rand(shape, generator=gen) > 0.5, torch.tensor(hi), torch.tensor(lo)).to(t.dtype)
+        return torch.randint(lo, hi + 1, shape, generator=gen, dtype=torch.int64).to(t.dtype)
+    base = torch.randn(shape, generator=gen, dtype=torch.float32)
+    values = {
+        "random": base,
+        "positive": base.abs() + 0.1,
+        "negative": -(base.abs() + 0.1),
+        "zeros": torch.zeros(shape),
+        "ones": torch.ones(shape),
+        "large": base * 1e3,
+        "small": base * 1e-3,
+        "extremes": torch.where(torch.rand(shape, generator=gen) > 0.5, torch.tensor(1e4), torch.tensor(-1e4)),
+    }[kind]
+    return values.to(t.dtype)
+
+
+def _same_shape_args(example: tuple[Any, ...], shapes: list[tuple[int, ...] | None], kind: str,
+                     gen: torch.Generator) -> tuple[Any, ...]:
+    out = []
+    for arg, shape in zip(example, shapes):
+        if isinstance(arg, torch.Tensor) and shape is not None:
+            out.append(_values_like(arg, shape, kind, gen))
+        else:
+            out.append(arg)
+    return tuple(out)
+
+
+def _axis_groups(example: tuple[Any, ...], dynamic_shapes: Any, param_names: list[str] | None
+                 ) -> tuple[dict[str, dict[str, Any]], set[tuple[int, int]]]:
+    """Group dynamic axes by Dim (shared Dims vary together) and list which axes are dynamic."""
+    specs = user_dim_specs(param_names, len(example), dynamic_shapes)
+    groups: dict[str, dict[str, Any]] = {}
+    dynamic_axes: set[tuple[int, int]] = set()
+    for i, (arg, spec) in enumerate(zip(example, specs)):
+        if not isinstance(arg, torch.Tensor):
+            continue
+        for axis, dim in spec.items():
+            if dim is None or isinstance(dim, int):
+                continue
+            if axis < 0:
+                axis += arg.dim()
+            dynamic_axes.add((i, axis))
+            if getattr(dim, "root", None) is not None:  # a derived Dim moves with its root
+                continue
+            key = getattr(dim, "__name__", None) or f"input{i}.shape[{axis}]"
+            g = groups.setdefault(key, {"axes": [], "min": getattr(dim, "min", None), "max": getattr(dim, "max", None),
+                                        "example": int(arg.shape[axis])})
+            g["axes"].append((i, axis))
+    return groups, dynamic_axes
+
+
+def _finite(value: Any) -> int | None:
+    try:
+        v = int(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return v if v < 2**31 else None
+
+
+def probe_inputs(example_args: Any, dynamic_shapes: Any = None, *, seed: int = 0,
+                 model: torch.nn.Module | None = None, contract: InputContract | None = None) -> list[Probe]:
+    """A varied, deterministic input set around ``example_args``.
+
+    - values at the example's shapes: the example itself, random, positive, negative, zeros,
+      ones, large, small, extremes (integer inputs stay inside the example's value range);
+    - every dynamic axis (axes sharing a ``Dim`` move together): min, middle, max, and
+      min-1 / max+1 (outside the contract on purpose);
+    - every static axis nudged by +1 and -1 (outside the contract on purpose).
+
+    ``dynamic_shapes`` are given as to ``torch.export.export``; when it is a dict that does not
+    name every argument, pass ``model=`` so its keys can be matched to ``forward()``. Pass
+    ``contract=artifact.input_contract()`` to probe the ranges export actually assumed (e.g. a
+    ``Dim.AUTO`` that export narrowed) instead of the declared ones.
+    """
+    if isinstance(example_args, torch.Tensor):
+        example_args = (example_args,)
+    example = tuple(example_args)
+    gen = torch.Generator().manual_seed(seed)
+    base_shapes = [tuple(a.shape) if isinstance(a, torch.Tensor) else None for a in example]
+    probes = [Probe("example", example)]
+    for kind in ("random", "positive", "negative", "zeros", "ones", "large", "small", "extremes"):
+        probes.append(Probe(f"values: {kind}", _same_shape_args(example, base_shapes, kind, gen)))
+
+    if contract is not None:
+        groups, dynamic_axes = _groups_from_contract(contract, example)
+    else:
+        names = forward_parameter_names(model) if model is not None else None
+        groups, dynamic_axes = _axis_groups(example, dynamic_shapes, names)
+    for name, g in groups.items():
+        lo = _finite(g["min"]) if g["min"] is not None else 0
+        lo = max(lo or 0, 0)
+        hi = _finite(g["max"])
+        if hi is None:
+            hi = max(g["example"] * 2, lo + 1)
+            sizes = [(lo, "min"), ((lo + hi) // 2, "middle"), (hi, "2× example (no max)")]
+        else:
+            sizes = [(lo, "min"), ((lo + hi) // 2, "middle"), (hi, "max"), (hi + 1, "max+1, outside")]
+        if lo - 1 >= 0:
+            sizes.append((lo - 1, "min-1, outside"))
+        seen = set()
+        for size, why in sizes:
+            if size in seen:
+                continue
+            seen.add(size)
+            shapes = [list(s) if s is not None else None for s in base_shapes]
+            for i, axis in g["axes"]:
+                shapes[i][axis] = size  # type: ignore[index]
+            args = _same_shape_args(example, [tuple(s) if s is not None else None for s in shapes], "random", gen)
+            probes.append(Probe(f"{name} = {size} ({why})", args))
+
+    for i, arg in enumerate(example):
+        if not isinstance(arg, torch.Tensor):
+            continue
+        for axis in range(arg.dim()):
+            if (i, axis) in dynamic_axes:
+                continue
+            for delta in (+1, -1):
+                size = int(arg.shape[axis]) + delta
+                if size < 0:
+                    continue
+                shapes = list(base_shapes)
+                shape = list(arg.shape)
+                shape[axis] = size
+                shapes[i] = tuple(shape)
+                label = f"input {i} axis {axis} = {size} (static {arg.shape[axis]}{delta:+d}, outside)"
+                probes.append(Probe(label, _same_shape_args(example, shapes, "random", gen)))
+    return probes
+
+
+def _groups_from_contract(contract: InputContract, example: tuple[Any, ...]):
+    groups: dict[str, dict[str, Any]] = {}
+    dynamic_axes: set[tuple[int, int]] = set()
+    for i, spec in enumerate(contract.inputs):
+        for axis, ax in enumerate(spec.axes):
+            if ax.size is not None:
+                continue
+            dynamic_axes.add((i, axis))
+            if ax.expr is not None or ax.dim is None:
+                continue
+            hi = ax.max if ax.max is not None else ax.planned
+            g = groups.setdefault(ax.dim, {"axes": [], "min": ax.min, "max": hi,
+                                           "example": int(example[i].shape[axis])})
+            g["axes"].append((i, axis))
+    return groups, dynamic_axes
+
+
+# ----- comparison ---------------------------------------------------------------------------------
+@dataclass
+class ParityRow:
+    """The verdict for one input."""
+
+    label: str
+    shapes: str
+    status: str
+    within_contract: bool
+    max_abs_diff: float | None = None
+    runtime_message: str = ""
+    contract_message: str = ""
+    eager_message: str = ""
+    eager_output: tuple[Any, ...] | None = field(default=None, repr=False, compare=False)
+    pte_output: tuple[Any, ...] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def verdict(self) -> str:
+        """One word-ish label: match, diverge, rejected, eager error, or outside contract (…)."""
+        if self.status == "eager_error":
+            return "eager error"
+        if not self.within_contract and self.status in ("match", "diverge"):
+            return f"outside contract ({self.status})"
+        return self.status
+
+    @property
+    def silently_accepted(self) -> bool:
+        """The runtime ran an input outside the contract without complaint."""
+        return not self.within_contract and self.status in ("match", "diverge")
+
+    def describe(self) -> str:
+        text = self.status
+        if self.status == "diverge" and self.max_abs_diff is not None and math.isfinite(self.max_abs_diff):
+            text += f" (max |Δ| = {format_diff(self.max_abs_diff)})"
+        elif self.status == "diverge":
+            text += f" ({self.runtime_message})" if self.runtime_message else ""
+        if not self.within_contract:
+            text += " · outside the contract" + (" (silently accepted)" if self.silently_accepted else "")
+        return text
+
+
+def format_diff(d: float | None) -> str:
+    """A difference rounded so tiny float noise (which varies by CPU) prints identically everywhere."""
+    if d is None:
+        return "—"
+    if math.isnan(d):
+        return "nan"
+    if math.isinf(d):
+        return "inf"
+    if d < 1e-4:
+        return "<1e-4"
+    return f"{d:.3g}"
+
+
+def _as_tuple(out: Any) -> tuple[Any, ...]:
+    if isinstance(out, (tuple, list)):
+        flat: list[Any] = []
+        for o in out:
+            flat.extend(_as_tuple(o))
+        return tuple(flat)
+    if isinstance(out, dict):
+        return tuple(x for v in out.values() for x in _as_tuple(v))
+    return (out,)
+
+
+def _difference(eager: tuple[Any, ...], pte: tuple[Any, ...], atol: float, rtol: float) -> tuple[bool, float | None, str]:
+    """(same?, max abs difference, what differs) over all outputs."""
+    if len(eager) != len(pte):
+        return False, None, f"{len(eager)} outputs in eager, {len(pte)} from the .pte"
+    worst = 0.0
+    for i, (e, p) in enumerate(zip(eager, pte)):
+        if not isinstance(e, torch.Tensor) or not isinstance(p, torch.Tensor):
+            if e != p:
+                return False, None, f"output {i}: {e!r} vs {p!r}"
+            continue
+        if tuple(e.shape) != tuple(p.shape):
+            return False, None, f"output {i} shape {tuple(e.shape)} in eager, {tuple(p.shape)} from the .pte"
+        if e.dtype != p.dtype and not (e.is_floating_point() and p.is_floating_point()):
+            return False, None, f"output {i} dtype {e.dtype} vs {p.dtype}"
+        e64, p64 = e.detach().double(), p.detach().double()
+        if e.numel() == 0:
+            continue
+        e_nan, p_nan = torch.isnan(e64), torch.isnan(p64)
+        if bool((e_nan != p_nan).any()):
+            return False, math.nan, f"output {i}: NaN on one side only ({int(p_nan.sum())} NaN from the .pte, " \
+                                    f"{int(e_nan.sum())} in eager)"
+        same_inf = torch.isinf(e64) & (e64 == p64)
+        ignore = e_nan | same_inf
+        diff = torch.where(ignore, torch.zeros_like(e64), (e64 - p64).abs())
+        worst = max(worst, float(torch.nan_to_num(diff, nan=math.inf).max()))
+        close = torch.isclose(e64, p64, atol=atol, rtol=rtol) | ignore
+        if not bool(close.all()):
+            return False, worst, f"output {i} values differ"
+    return True, worst, ""
+
+
+def check_one(model: torch.nn.Module, artifact: PteArtifact, args: tuple[Any, ...], *, method: str = "forward",
+              label: str = "", atol: float = 1e-4, rtol: float = 1e-4) -> ParityRow:
+    """Run eager and the raw runtime on one input and classify the result."""
+    if isinstance(args, torch.Tensor):
+        args = (args,)
+    args = tuple(args)
+    shapes = Probe(label, args).shapes()
+    problems = artifact.input_contract(method).violations(args)
+    within = not problems
+    contract_message = "; ".join(p.describe() for p in problems)
+    try:
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            eager = _as_tuple(model(*[a.clone() if isinstance(a, torch.Tensor) else a for a in args]))
+    except Exception as exc:  # noqa: BLE001 - any eager failure is a finding, not a crash
+        eager_message = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        try:
+            artifact.run_raw(*args, method=method)
+            runtime_message = ""
+        except RuntimeRejectedError as rej:
+            runtime_message = rej.reason
+        return ParityRow(label, shapes, "eager_error", within, None, runtime_message, contract_message, eager_message)
+    try:
+        pte = artifact.run_raw(*[a.clone() if isinstance(a, torch.Tensor) else a for a in args], method=method)
+    except RuntimeRejectedError as rej:
+        return ParityRow(label, shapes, "rejected", within, None, rej.reason, contract_message, eager_output=eager)
+    same, worst, what = _difference(eager, pte, atol, rtol)
+    return ParityRow(label, shapes, "match" if same else "diverge", within, worst, "" if same else what,
+                     contract_message, eager_output=eager, pte_output=pte)
+
+
+@dataclass
+class ParityReport:
+    """Rows of :class:`ParityRow`; ``ok`` only when every row matches."""
+
+    method: str
+    rows: list[ParityRow] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.rows) and all(r.status == "match" for r in self.rows)
+
+    @property
+    def ok_within_contract(self) -> bool:
+        """Every input inside the contract matches (what an export CI job should require)."""
+        inside = [r for r in self.rows if r.within_contract]
+        return bool(inside) and all(r.status == "match" for r in inside)
+
+    def counts(self) -> dict[str, int]:
+        return {s: sum(r.status == s for r in self.rows) for s in STATUSES}
+
+    def silently_accepted(self) -> list[ParityRow]:
+        return [r for r in self.rows if r.silently_accepted]
+
+    def summary(self) -> str:
+        c = self.counts()
+        silent = len(self.silently_accepted())
+        text = (f"{len(self.rows)} inputs: {c['match']} match, {c['diverge']} diverge, {c['rejected']} rejected, "
+                f"{c['eager_error']} eager errors")
+        if silent:
+            text += f"; {silent} outside the contract were silently run"
+        return text
+
+    def __iter__(self):
+        return iter(self.rows)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, i: int) -> ParityRow:
+        return self.rows[i]
+
+    def to_dataframe(self):  # -> pandas.DataFrame
+        import pandas as pd
+
+        return pd.DataFrame([{
+            "input": r.label, "shapes": r.shapes, "status": r.status, "within_contract": r.within_contract,
+            "max_abs_diff": r.max_abs_diff, "runtime_message": r.runtime_message,
+            "contract_message": r.contract_message, "eager_message": r.eager_message} for r in self.rows])
+
+    def __str__(self) -> str:
+        lines = [f"parity of '{self.method}': {self.summary()}"]
+        for r in self.rows:
+            lines.append(f"  {r.status:<11} {'in ' if r.within_contract else 'OUT'}  {r.label:<40} {r.shapes}"
+                         + (f"  max|Δ|={format_diff(r.max_abs_diff)}" if r.status == "diverge" else ""))
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        colours = {"match": "#d9f2d9", "diverge": "#f8d0d0", "rejected": "#fde9c4", "eager_error": "#e0e0e0"}
+        body = []
+        for r in self.rows:
+            note = r.runtime_message or r.eager_message
+            if not r.within_contract:
+                note = (note + " — " if note else "") + f"outside contract: {r.contract_message}"
+            body.append(
+                f"<tr style='background:{colours[r.status]}'><td>{html.escape(r.label)}</td>"
+                f"<td><code>{html.escape(r.shapes)}</code></td><td><b>{r.status}</b></td>"
+                f"<td>{'yes' if r.within_contract else '<b>no</b>'}</td>"
+                f"<td>{format_diff(r.max_abs_diff) if r.status in ('match', 'diverge') else '—'}</td>"
+                f"<td style='font-size:85%'>{html.escape(note)}</td></tr>")
+        verdict = "✅ parity" if self.ok else ("⚠️ parity inside the contract only" if self.ok_within_contract
+                                              else "❌ no parity")
+        return (f"<div><b>{verdict}</b> — {html.escape(self.summary())}<table>"
+                "<tr><th>input</th><th>shapes</th><th>status</th><th>in contract</th><th>max |Δ|</th>"
+                "<th>runtime / contract message</th></tr>" + "".join(body) + "</table></div>")
+
+
+def compare(model: torch.nn.Module, artifact: PteArtifact, inputs: Any, *, method: str = "forward",
+            atol: float = 1e-4, rtol: float = 1e-4) -> ParityReport:
+    """Run eager and the raw ``.pte`` on every input; one :class:`ParityRow` each.
+
+    ``inputs`` is a list of :class:`Probe`, of argument tuples, or of single tensors.
+    Only the model's own outputs are compared (a program that mutates an input has extra
+    runtime outputs; they are skipped by the graph signature).
+    """
+    report = ParityReport(method)
+    for i, item in enumerate(inputs):
+        if isinstance(item, Probe):
+            label, args = item.label, item.args
+        else:
+            label, args = f"input {i}", item
+        report.rows.append(check_one(model, artifact, args, method=method, label=label, atol=atol, rtol=rtol))
+    return report

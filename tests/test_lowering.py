@@ -1,0 +1,207 @@
+"""lower / lower_methods / PteArtifact / the cache, against the real exporter and runtime."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from executorch.runtime import Runtime
+from torch.export import Dim
+
+import helpers
+from helpers import cache
+from helpers import models as M
+from helpers.lowering import forget_in_memory
+
+G = torch.Generator().manual_seed(1)
+
+
+def rand(*shape):
+    return torch.randn(*shape, generator=G)
+
+
+def test_lowered_program_matches_eager_and_is_delegated():
+    model = M.TinyVision()
+    x = rand(1, 3, 32, 32)
+    art = helpers.lower(model, (x,))
+    (out,) = art.run(x)
+    torch.testing.assert_close(out, model(x).detach(), atol=1e-4, rtol=1e-4)
+    report = art.delegation()
+    assert report.delegated_nodes >= 4 and report.delegated_subgraphs == 1
+    assert art.methods == ("forward",) and art.nbytes > 0 and art.planned_memory_bytes() > 0
+
+
+def test_graph_records_only_the_branch_the_flag_took():
+    x = rand(2, 4)
+    with_res = helpers.lower(M.ConfigBranch(use_residual=True), (x,))
+    without = helpers.lower(M.ConfigBranch(use_residual=False), (x,))
+    assert "aten.add" in with_res.graph() and "aten.add" not in without.graph()
+    assert with_res.key != without.key
+
+
+def test_cache_hit_in_memory_and_on_disk_does_not_export(monkeypatch):
+    model = M.ConfigBranch(seed=11)
+    x = rand(2, 4)
+    first = helpers.lower(model, (x,))
+    assert helpers.lower(model, (x,)) is first
+    forget_in_memory()
+
+    def no_export(*args, **kwargs):
+        raise AssertionError("a cache hit must not export again")
+
+    monkeypatch.setattr(torch.export, "export", no_export)
+    again = helpers.lower(model, (x,))
+    assert again.key == first.key and again is not first
+    torch.testing.assert_close(again.run(x)[0], first.run(x)[0])
+
+
+@pytest.mark.parametrize("make_pair", [
+    lambda: (M.ConfigBranch(seed=1), M.ConfigBranch(seed=2)),                       # weights
+    lambda: (M.ConfigBranch(use_residual=True), M.ConfigBranch(use_residual=False)),  # a plain attribute
+    lambda: (M.ScaleOrShiftCond(), M.ScaleOrShiftWhere()),                            # code, same weights
+])
+def test_cache_key_follows_the_state_and_code(make_pair):
+    a, b = make_pair()
+    x = rand(2, 4)
+    key_a = cache.fingerprint({"forward": (a, (x,), None)}, "xnnpack")
+    key_b = cache.fingerprint({"forward": (b, (x,), None)}, "xnnpack")
+    assert key_a != key_b
+
+
+def test_two_instances_with_different_weights_never_share_an_artifact():
+    x = rand(2, 4)
+    a, b = M.ConfigBranch(seed=21), M.ConfigBranch(seed=22)
+    art_a, art_b = helpers.lower(a, (x,)), helpers.lower(b, (x,))
+    assert art_a is not art_b and art_a.key != art_b.key
+    torch.testing.assert_close(art_a.run(x)[0], a(x).detach(), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(art_b.run(x)[0], b(x).detach(), atol=1e-5, rtol=1e-5)
+
+
+def test_cache_key_covers_shapes_dynamic_shapes_and_backend():
+    model = M.ConfigBranch()
+    base = cache.fingerprint({"forward": (model, (rand(2, 4),), None)}, "xnnpack")
+    assert base == cache.fingerprint({"forward": (model, (rand(2, 4),), None)}, "xnnpack")  # values don't matter
+    assert base != cache.fingerprint({"forward": (model, (rand(3, 4),), None)}, "xnnpack")
+    assert base != cache.fingerprint({"forward": (model, (rand(2, 4),), None)}, "portable")
+    dyn = {"x": {0: Dim("batch", min=1, max=8)}}
+    dyn2 = {"x": {0: Dim("batch", min=1, max=16)}}
+    assert base != cache.fingerprint({"forward": (model, (rand(2, 4),), dyn)}, "xnnpack")
+    assert cache.fingerprint({"forward": (model, (rand(2, 4),), dyn)}, "xnnpack") != \
+        cache.fingerprint({"forward": (model, (rand(2, 4),), dyn2)}, "xnnpack")
+
+
+def test_cache_key_covers_python_scalars_baked_in():
+    model = M.ScalarRepeat()
+    x = rand(1, 4)
+    assert cache.fingerprint({"forward": (model, (x, 2), None)}, "xnnpack") != \
+        cache.fingerprint({"forward": (model, (x, 3), None)}, "xnnpack")
+
+
+@pytest.mark.parametrize("damage", ["truncate_pte", "garbage_json", "flip_byte"])
+def test_corrupt_cache_entry_is_rebuilt_not_loaded(tmp_path, monkeypatch, damage):
+    monkeypatch.setenv("EXPORTLAB_CACHE_DIR", str(tmp_path))
+    model = M.ConfigBranch(seed=31)
+    x = rand(2, 4)
+    art = helpers.lower(model, (x,))
+    forget_in_memory()
+    pte, meta = tmp_path / f"{art.key}.pte", tmp_path / f"{art.key}.json"
+    assert pte.exists() and meta.exists()
+    if damage == "truncate_pte":
+        pte.write_bytes(pte.read_bytes()[: len(pte.read_bytes()) // 2])
+    elif damage == "garbage_json":
+        meta.write_text("{not json")
+    else:
+        data = bytearray(pte.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        pte.write_bytes(bytes(data))
+    assert cache.load_entry(art.key) is None  # detected, and removed
+    assert not meta.exists()
+    rebuilt = helpers.lower(model, (x,))
+    torch.testing.assert_close(rebuilt.run(x)[0], model(x).detach(), atol=1e-5, rtol=1e-5)
+    assert json.loads(meta.read_text())["pte_sha256"]
+
+
+def test_cache_dir_is_overridable(tmp_path, monkeypatch):
+    monkeypatch.setenv("EXPORTLAB_CACHE_DIR", str(tmp_path / "elsewhere"))
+    assert cache.cache_dir() == tmp_path / "elsewhere"
+
+
+def test_cond_with_linear_branches_lowers_and_matches_on_both_sides():
+    model = M.CondLinear()
+    x = rand(2, 8)
+    art = helpers.lower(model, (x,))
+    report = art.delegation()
+    regions = {r["region"] for r in report.rows}
+    assert {"cond#0 true branch", "cond#0 false branch"} <= regions
+    assert report.delegated_nodes > 0  # the straight-line part still goes to XNNPACK
+    assert any("portable kernels" in n for n in report.notes)
+    sides = set()
+    for probe in helpers.probe_inputs((x,), seed=3) + [helpers.Probe(f"shift {s}", (rand(2, 8) + s,)) for s in (-3, 3)]:
+        (arg,) = probe.args
+        if tuple(arg.shape) != (2, 8):
+            continue
+        sides.add(bool(arg.mean() > 0))
+        torch.testing.assert_close(art.run(arg)[0], model(arg).detach(), atol=1e-4, rtol=1e-4)
+    assert sides == {True, False}, "the probes must exercise both branches"
+
+
+def test_lower_methods_builds_one_program_with_several_methods():
+    small, large = M.TinyVision(seed=1), M.TinyVision(seed=2)
+    art = helpers.lower_methods({"small": (small, (rand(1, 3, 16, 16),)), "large": (large, (rand(1, 3, 32, 32),))})
+    assert set(art.methods) == {"small", "large"}
+    x = rand(1, 3, 32, 32)
+    torch.testing.assert_close(art.run(x, method="large")[0], large(x).detach(), atol=1e-4, rtol=1e-4)
+    with pytest.raises(helpers.InputContractError):
+        art.run(x, method="small")
+    with pytest.raises(KeyError, match="small, large|large, small"):
+        art.run(x, method="medium")
+
+
+class MutatesInput(torch.nn.Module):
+    def forward(self, x):
+        x.mul_(2)
+        return x + 1, x.sum()
+
+
+def test_input_mutation_outputs_are_selected_by_the_graph_signature():
+    x = rand(3)
+    art = helpers.lower(MutatesInput(), (x.clone(),), backend="portable")
+    assert len(art.run_raw(x.clone(), all_outputs=True)) == 3  # the mutated input is an extra runtime output
+    report = helpers.compare(MutatesInput(), art, [(rand(3),) for _ in range(4)])
+    assert report.ok, str(report)
+
+
+def test_portable_backend_delegates_nothing():
+    art = helpers.lower(M.ConfigBranch(), (rand(2, 4),), backend="portable")
+    assert art.delegation().delegated_nodes == 0 and art.delegation().portable_nodes > 0
+
+
+def test_saved_file_is_a_real_pte(tmp_path):
+    model = M.ConfigBranch()
+    x = rand(2, 4)
+    path = helpers.lower(model, (x,)).save(tmp_path / "m.pte")
+    method = Runtime.get().load_program(path.read_bytes()).load_method("forward")
+    torch.testing.assert_close(method.execute([x])[0], model(x).detach(), atol=1e-5, rtol=1e-5)
+
+
+def test_arena_grows_with_the_max_bound():
+    model = M.TokenPool()
+    ids, mask = torch.zeros(1, 8, dtype=torch.long), torch.ones(1, 8)
+    sizes = []
+    for hi in (32, 128, 512):
+        seq = Dim("seq", min=2, max=hi)
+        art = helpers.lower(model, (ids, mask), dynamic_shapes={"ids": {1: seq}, "mask": {1: seq}})
+        sizes.append(art.planned_memory_bytes())
+    assert sizes[0] < sizes[1] < sizes[2]
+
+
+def test_html_repr_and_bad_arguments():
+    art = helpers.lower(M.ConfigBranch(), (rand(2, 4),))
+    assert "forward" in art._repr_html_() and "delegated" in art._repr_html_()
+    with pytest.raises(ValueError, match="backend"):
+        helpers.lower(M.ConfigBranch(), (rand(2, 4),), backend="coreml")
+    with pytest.raises(TypeError, match="nn.Module"):
+        helpers.lower(lambda x: x, (rand(2, 4),))
+    with pytest.raises(TypeError, match="flat"):
+        helpers.lower(M.ConfigBranch(), ([rand(2, 4)],))
