@@ -14,6 +14,7 @@ import contextlib
 import io
 import logging
 import os
+import re
 import warnings
 from collections.abc import Iterator
 
@@ -59,7 +60,7 @@ def runtime_log_lines(text: str) -> list[str]:
     lines = []
     for raw in text.splitlines():
         line = raw.strip()
-        if not line or "cpuinfo" in line:
+        if not line or "cpuinfo" in line or re.search(r"\barg \d+ with type id \d+", line):
             continue
         if line.startswith("[") and "] " in line:
             line = line.split("] ", 1)[1]

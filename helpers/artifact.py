@@ -105,6 +105,9 @@ class DelegationReport:
     def __str__(self) -> str:
         return self.summary()
 
+    def __repr__(self) -> str:
+        return f"<DelegationReport {self.summary()}>"
+
 
 # ----- the artifact -------------------------------------------------------------------------------
 class PteArtifact:

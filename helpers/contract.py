@@ -172,6 +172,9 @@ class InputContract:
     def __str__(self) -> str:
         return self.signature()
 
+    def __repr__(self) -> str:
+        return f"<InputContract {self.signature()}>"
+
     # ----- serialisation ----------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         return {"method": self.method,

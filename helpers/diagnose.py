@@ -89,6 +89,9 @@ class Diagnosis:
     def ok(self) -> bool:
         return self.kind == "ok"
 
+    def __repr__(self) -> str:
+        return f"<Diagnosis {self.kind} ({self.stage}): {self.summary}>"
+
     def __str__(self) -> str:
         lines = [f"{self.kind} ({self.stage}): {self.summary}"]
         if self.source_line:

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["fmt", "show_error", "error_excerpt", "sanitize"]
+__all__ = ["fmt", "show_error", "error_excerpt", "sanitize", "check_prediction"]
 
 _PATHS = [
     (re.compile(r'File "/tmp/ipykernel_\d+/\d+\.py"'), 'File "<notebook cell>"'),
@@ -82,3 +82,11 @@ def show_error(fn: Callable[..., Any], *args: Any, max_lines: int = 12, **kwargs
         return exc
     print("no error raised")
     return None
+
+
+def check_prediction(prediction: str, actual: str, why: str = "") -> bool:
+    """Print whether the learner's recorded ``prediction`` matches what really happened."""
+    right = prediction.strip().lower() == actual.strip().lower()
+    mark = "✓ right" if right else f"✗ not quite — you predicted {prediction!r}"
+    print(f"actual: {actual} — {mark}" + (f"\n{why}" if why else ""))
+    return right

@@ -358,6 +358,9 @@ class ParityReport:
             text += f"; {silent} outside the contract were silently run"
         return text
 
+    def __repr__(self) -> str:
+        return f"<ParityReport '{self.method}': {self.summary()}>"
+
     def __iter__(self):
         return iter(self.rows)
 

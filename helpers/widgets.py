@@ -18,7 +18,7 @@ from .artifact import PteArtifact
 from .display import fmt
 from .parity import ParityRow, check_one, format_diff
 
-__all__ = ["ParityExplorer", "render_row", "VERDICT_COLOURS"]
+__all__ = ["ParityExplorer", "PredictThenReveal", "render_row", "VERDICT_COLOURS"]
 
 VERDICT_COLOURS = {"match": "#2e7d32", "diverge": "#c62828", "rejected": "#ef6c00", "eager error": "#616161"}
 
@@ -120,4 +120,51 @@ class ParityExplorer:
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
         bundle = self.widget._repr_mimebundle_(**kwargs)
         bundle["text/plain"] = f"ParityExplorer — verdict now: {self.verdict}"
+        return bundle
+
+
+class PredictThenReveal:
+    """Ask first, then show what the real runtime says.
+
+    The learner picks an answer from ``options``; pressing *Reveal* calls ``reveal()`` (which
+    runs the real thing and returns ``(actual, explanation)``) and shows whether the prediction
+    was right. From code: ``.answer(choice)`` does the same and returns True/False.
+    """
+
+    def __init__(self, question: str, options: list[str], reveal: Callable[[], tuple[str, str]]):
+        import ipywidgets as w
+
+        self.reveal_fn = reveal
+        self.choice = w.ToggleButtons(options=list(options), value=None, description="")
+        self.button = w.Button(description="Reveal", button_style="primary")
+        self.result = w.HTML("<i>make a prediction, then reveal</i>")
+        self.result.add_class("exportlab-reveal")
+        self.button.on_click(lambda _b: self._show())
+        self.widget = w.VBox([w.HTML(f"<b>Predict:</b> {html.escape(question)}"), self.choice, self.button,
+                              self.result])
+        self.correct: bool | None = None
+        self.actual: str | None = None
+
+    def _show(self) -> None:
+        actual, explanation = self.reveal_fn()
+        self.actual = actual
+        picked = self.choice.value
+        if picked is None:
+            self.correct = None
+            verdict = "no prediction made"
+        else:
+            self.correct = picked == actual
+            verdict = "✓ right" if self.correct else f"✗ you predicted {html.escape(str(picked))}"
+        self.result.value = (f"<span class='exportlab-verdict' data-verdict='{html.escape(actual)}'><b>{html.escape(actual)}"
+                             f"</b></span> — {verdict}<br>{html.escape(explanation)}")
+
+    def answer(self, choice: str) -> bool:
+        """Record ``choice`` and reveal; returns whether it was right."""
+        self.choice.value = choice
+        self._show()
+        return bool(self.correct)
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
+        bundle = self.widget._repr_mimebundle_(**kwargs)
+        bundle["text/plain"] = "PredictThenReveal — make a prediction, then press Reveal"
         return bundle

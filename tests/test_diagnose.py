@@ -1,0 +1,86 @@
+"""diagnose_export classifies real export / lowering / loading failures and never raises."""
+
+from __future__ import annotations
+
+import torch
+from torch.export import Dim
+
+import helpers
+from helpers import models as M
+
+
+def test_data_dependent_if_is_classified_with_its_line():
+    d = helpers.diagnose_export(M.ScaleOrShift(), (torch.randn(3, 4),))
+    assert d.kind == "data_dependent" and d.stage == "export"
+    assert d.source_line == "forward(): if x.sum() > 0:"
+    assert d.location and d.location.startswith("helpers/models.py:")
+    assert "torch.cond" in d.fix and "torch.where" in d.fix and "hoist" in d.fix
+
+
+def test_while_on_a_tensor_is_data_dependent():
+    d = helpers.diagnose_export(M.WhileDouble(), (torch.rand(3),))
+    assert d.kind == "data_dependent" and "while" in d.source_line and "while" in d.summary
+
+
+def test_guard_on_a_dynamic_dimension_is_a_constraint_violation():
+    class SplitInEight(torch.nn.Module):
+        def forward(self, x):
+            return x.reshape(-1, 8)
+
+    d = helpers.diagnose_export(SplitInEight(), (torch.randn(2, 16),), {"x": {1: Dim("T", min=1, max=64)}})
+    assert d.kind == "constraint_violation"
+    assert "'T'" in d.summary and "x.shape[1]" in d.summary
+    assert any("Dim(" in s for s in d.suggested_fixes)
+
+
+def test_shape_branch_with_a_too_wide_dim_is_a_constraint_violation():
+    class BigBatchOnly(torch.nn.Module):
+        def forward(self, x):
+            return x * 2 if x.shape[0] > 4 else x
+
+    d = helpers.diagnose_export(BigBatchOnly(), (torch.randn(8, 3),), {"x": {0: Dim("batch", min=1, max=16)}})
+    assert d.kind == "constraint_violation"
+    assert d.suggested_fixes == ["batch = Dim('batch', min=5, max=16)"]
+
+
+def test_unsupported_operators_at_each_stage():
+    class Median(torch.nn.Module):
+        def forward(self, x):
+            return torch.median(x)
+
+    class Sort(torch.nn.Module):
+        def forward(self, x):
+            return torch.sort(x)[0]
+
+    d = helpers.diagnose_export(Median(), (torch.randn(5),))
+    assert (d.kind, d.stage, d.operator) == ("unsupported_operator", "lower", "aten.median.default")
+    d = helpers.diagnose_export(Sort(), (torch.randn(5),), backend="portable")
+    assert (d.kind, d.stage, d.operator) == ("unsupported_operator", "load", "aten::sort.values")
+
+
+def test_custom_op_without_a_fake_kernel_is_unsupported_at_export():
+    @torch.library.custom_op("exportlab_test::host_sort", mutates_args=())
+    def host_sort(x: torch.Tensor) -> torch.Tensor:
+        return torch.from_numpy(x.numpy().copy())
+
+    class UsesCustomOp(torch.nn.Module):
+        def forward(self, x):
+            return host_sort(x)
+
+    d = helpers.diagnose_export(UsesCustomOp(), (torch.randn(4),))
+    assert (d.kind, d.stage) == ("unsupported_operator", "export")
+    assert d.operator == "exportlab_test::host_sort"
+
+
+def test_ok_carries_the_artifact_and_other_errors_do_not_raise():
+    d = helpers.diagnose_export(M.ScaleOrShiftCond(), (torch.randn(3, 4),))
+    assert d.ok and d.artifact is not None and "delegated" in d.summary
+
+    class Broken(torch.nn.Module):
+        def forward(self, x):
+            raise ValueError("this model is broken in eager mode too")
+
+    d = helpers.diagnose_export(Broken(), (torch.randn(2),))
+    assert d.kind == "other" and "broken in eager" in d.summary
+    assert d.source_line and "raise ValueError" in d.source_line
+    assert "offending line" in str(d) and "<table>" in d._repr_html_()

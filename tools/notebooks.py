@@ -1,0 +1,118 @@
+"""Build, execute and check the lesson notebooks.
+
+    python tools/notebooks.py execute [NAME ...]   # src/*.py → .ipynb, run in a fresh kernel, save outputs
+    python tools/notebooks.py check                # CI: .ipynb and src/*.py agree, every cell has run, no stray errors
+
+The py:percent file in notebooks/src/ is the source a reviewer reads; the .ipynb carries the
+executed outputs that nbval compares. Cell ids are kept stable across rebuilds (an unchanged
+cell keeps its id), volatile metadata is stripped, and widget state is not stored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import jupytext
+import nbformat
+from nbclient import NotebookClient
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = ROOT / "notebooks"
+SOURCES = NOTEBOOKS / "src"
+
+
+def _cells(nb: nbformat.NotebookNode) -> list[tuple[str, str]]:
+    return [(cell.cell_type, cell.source.strip()) for cell in nb.cells]
+
+
+def _stable_ids(nb: nbformat.NotebookNode, previous: nbformat.NotebookNode | None) -> None:
+    old = {}
+    if previous is not None:
+        for cell in previous.cells:
+            old.setdefault((cell.cell_type, cell.source), cell.get("id"))
+    used: set[str] = set()
+    for cell in nb.cells:
+        cid = old.get((cell.cell_type, cell.source))
+        if not cid or cid in used:
+            cid = hashlib.sha1(f"{cell.cell_type}:{cell.source}".encode()).hexdigest()[:8]
+            while cid in used:
+                cid = hashlib.sha1(cid.encode()).hexdigest()[:8]
+        cell["id"] = cid
+        used.add(cid)
+
+
+def _clean(nb: nbformat.NotebookNode) -> None:
+    nb.metadata = {
+        "kernelspec": {"display_name": "Python 3 (exportlab)", "language": "python", "name": "python3"},
+        "language_info": {"name": "python"},
+    }
+    for cell in nb.cells:
+        cell.metadata = {}
+        if cell.cell_type == "code":
+            for out in cell.get("outputs", []):
+                out.pop("metadata", None) if out.get("output_type") == "stream" else None
+                if "metadata" in out:
+                    out["metadata"] = {}
+
+
+def execute(names: list[str]) -> None:
+    sources = sorted(SOURCES.glob("*.py"))
+    if names:
+        sources = [s for s in sources if any(n in s.stem for n in names)]
+        if not sources:
+            sys.exit(f"no notebook source matches {names}")
+    os.environ.setdefault("EXPORTLAB_CACHE_DIR", str(ROOT / ".cache" / "exportlab"))
+    for src in sources:
+        target = NOTEBOOKS / f"{src.stem}.ipynb"
+        nb = jupytext.read(src)
+        nb.nbformat, nb.nbformat_minor = 4, 5
+        previous = nbformat.read(target, as_version=4) if target.exists() else None
+        _stable_ids(nb, previous)
+        start = time.perf_counter()
+        client = NotebookClient(nb, timeout=900, kernel_name="python3", store_widget_state=False,
+                                resources={"metadata": {"path": str(NOTEBOOKS)}})
+        client.execute()
+        _clean(nb)
+        nbformat.validate(nb)
+        target.write_text(json.dumps(nb, indent=1, ensure_ascii=False, sort_keys=True) + "\n")
+        print(f"{target.relative_to(ROOT)}: executed in {time.perf_counter() - start:.1f} s")
+
+
+def check() -> int:
+    problems = []
+    notebooks = {p.stem: p for p in NOTEBOOKS.glob("*.ipynb")}
+    sources = {p.stem: p for p in SOURCES.glob("*.py")}
+    for stem in sorted(set(notebooks) ^ set(sources)):
+        problems.append(f"{stem}: has {'a notebook but no source' if stem in notebooks else 'a source but no notebook'}")
+    for stem in sorted(set(notebooks) & set(sources)):
+        nb = nbformat.read(notebooks[stem], as_version=4)
+        if _cells(nb) != _cells(jupytext.read(sources[stem])):
+            problems.append(f"{stem}: notebook and notebooks/src/{stem}.py differ — run `make notebooks NB={stem}`")
+        for i, cell in enumerate(nb.cells):
+            if cell.cell_type != "code" or not cell.source.strip():
+                continue
+            if cell.get("execution_count") is None:
+                problems.append(f"{stem}: cell {i} has not been executed")
+            if any(o.get("output_type") == "error" for o in cell.get("outputs", [])) \
+                    and "NBVAL_RAISES_EXCEPTION" not in cell.source:
+                problems.append(f"{stem}: cell {i} stores an error output")
+            if cell.get("metadata"):
+                problems.append(f"{stem}: cell {i} carries metadata (run `make notebooks`)")
+    for p in problems:
+        print("-", p)
+    print(f"{len(notebooks)} notebooks checked, {len(problems)} problem(s)")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2 or sys.argv[1] not in {"execute", "check"}:
+        sys.exit(__doc__)
+    if sys.argv[1] == "execute":
+        execute(sys.argv[2:])
+    else:
+        sys.exit(check())
