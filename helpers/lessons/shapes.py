@@ -1,0 +1,313 @@
+"""Lessons 06–08 (shapes on device): what a static export records, what a ``Dim`` declares,
+and what dynamic shapes cost.
+
+- 06: :func:`camera_frame`, :func:`vision_program` (``TinyVision`` exported at one resolution),
+  :func:`read_signature` (the ``.pte``'s own ``MethodMeta`` through the runtime bindings),
+  :func:`memory_plan` (where each tensor lives in the arena), and the camera-frame widget
+  (:func:`camera_explorer`, :func:`widget_demo`).
+- 07: :func:`dim_modes` (``Dim.AUTO`` / ``DYNAMIC`` / ``STATIC`` / named / unbounded side by
+  side) and two models whose size arithmetic makes export add guards (:class:`ChunkMean`,
+  :class:`HalfDiff`) with their rewrites.
+- 08: :class:`TinySegmenter` (an upsampling model XNNPACK only takes whole when the frame size is
+  static), :func:`arena_vs_max` and :func:`median_latency_ms`.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.export import Dim
+
+from .. import models
+from ..artifact import PteArtifact
+from ..lowering import lower
+from ..parity import ParityReport, ParityRow
+
+__all__ = [
+    "VISION_SIZE", "CAMERA_RESOLUTIONS", "camera_frame", "vision_program", "read_signature", "memory_plan",
+    "real_divergences", "camera_explorer", "widget_demo", "dim_modes", "ChunkMean", "ChunkedMean", "HalfDiff", "TinySegmenter",
+    "segmenter_program", "arena_vs_max", "median_latency_ms",
+]
+
+# ----- 06: one resolution, recorded ------------------------------------------------------------
+VISION_SIZE = 64
+#: Frames a learner can pick in the camera widget: (label, (height, width)).
+CAMERA_RESOLUTIONS: list[tuple[str, tuple[int, int]]] = [
+    ("64×64 (the export's example)", (64, 64)),
+    ("48×64 (4:3 landscape)", (48, 64)),
+    ("64×48 (4:3 portrait)", (64, 48)),
+    ("36×64 (16:9 landscape)", (36, 64)),
+    ("32×128 (same pixel count as 64×64)", (32, 128)),
+    ("32×32 (smaller)", (32, 32)),
+    ("96×96 (larger)", (96, 96)),
+]
+
+
+def camera_frame(height: int, width: int, seed: int = 0) -> torch.Tensor:
+    """A deterministic 1×3×H×W "camera frame" with values in [0, 1] (a smooth gradient plus noise)."""
+    gen = torch.Generator().manual_seed(seed * 10_007 + height * 131 + width)
+    ys = torch.linspace(0, 1, height).view(1, 1, height, 1)
+    xs = torch.linspace(0, 1, width).view(1, 1, 1, width)
+    tint = torch.tensor([0.9, 0.5, 0.2]).view(1, 3, 1, 1)
+    frame = 0.6 * tint * ys + 0.4 * (1 - tint) * xs + 0.1 * torch.rand(1, 3, height, width, generator=gen)
+    return frame.clamp(0, 1)
+
+
+def vision_program(size: int = VISION_SIZE) -> tuple[nn.Module, PteArtifact, torch.Tensor]:
+    """``TinyVision`` exported (static shapes) at ``1×3×size×size``: (model, artifact, example frame)."""
+    model = models.TinyVision()
+    example = camera_frame(size, size)
+    return model, lower(model, (example,)), example
+
+
+def read_signature(pte: str | Path | bytes | PteArtifact) -> dict[str, Any]:
+    """Load a ``.pte`` with the ExecuTorch runtime bindings and return each method's ``MethodMeta``.
+
+    This is what the runtime itself knows about the inputs: sizes, dtype, whether the input
+    buffer is memory-planned and how many bytes it holds. It is read from the file, not from
+    anything Python remembered at export time.
+    """
+    from .._quiet import captured_output, import_executorch_quietly
+
+    import_executorch_quietly()
+    from executorch.runtime import Runtime
+
+    if isinstance(pte, PteArtifact):
+        with tempfile.TemporaryDirectory() as tmp:
+            return read_signature(pte.save(Path(tmp) / "model.pte").read_bytes())
+    data = pte if isinstance(pte, bytes) else Path(pte).read_bytes()
+    with captured_output():
+        program = Runtime.get().load_program(data)
+    return {name: program.metadata(name) for name in sorted(program.method_names)}
+
+
+def memory_plan(artifact: PteArtifact, method: str = "forward") -> list[dict[str, Any]]:
+    """Every memory-planned tensor of ``method``: its shape, bytes, arena and offset in that arena.
+
+    Read back from the serialized program: the offsets were fixed by ``to_executorch()``, before
+    the program ever ran. Two tensors with the same offset reuse the same bytes at different times.
+    """
+    from executorch.exir._serialize._program import deserialize_pte_binary
+
+    program = deserialize_pte_binary(artifact._pte).program
+    plan = next(p for p in program.execution_plan if p.name == method)
+    rows = []
+    for index, value in enumerate(plan.values):
+        tensor = value.val
+        info = getattr(tensor, "allocation_info", None)
+        if type(tensor).__name__ != "Tensor" or info is None:
+            continue
+        numel = 1
+        for s in tensor.sizes:
+            numel *= s
+        elem = torch.empty((), dtype=_SCALAR_TYPES.get(int(tensor.scalar_type), torch.float32)).element_size()
+        rows.append({"value": index, "shape": tuple(tensor.sizes), "bytes": numel * elem,
+                     "arena": int(info.memory_id), "offset": int(info.memory_offset_low)})
+    return rows
+
+
+_SCALAR_TYPES = {0: torch.uint8, 1: torch.int8, 2: torch.int16, 3: torch.int32, 4: torch.int64, 5: torch.float16,
+                 6: torch.float32, 7: torch.float64, 11: torch.bool}
+
+
+def _frame_for(resolution: tuple[int, int], preprocess: str) -> tuple[torch.Tensor]:
+    frame = camera_frame(*resolution)
+    if preprocess == "letterbox":
+        from .bucketing import letterbox
+
+        frame = letterbox(frame, VISION_SIZE)
+    return (frame,)
+
+
+def _camera_explanation(row: ParityRow, resolution: tuple[int, int], preprocess: str) -> str:
+    h, w = resolution
+    if row.status == "rejected":
+        return (f"The .pte was exported with a 1×3×{VISION_SIZE}×{VISION_SIZE} example, and export recorded those "
+                f"sizes as facts. A {h}×{w} frame is a different shape, so the runtime refuses it: nothing resizes "
+                "or recompiles on the device. Fix: letterbox the frame to "
+                f"{VISION_SIZE}×{VISION_SIZE} on the host (lesson 09), or re-export with bounded Dims (lesson 07).")
+    if row.status == "match" and preprocess == "letterbox" and (h, w) != (VISION_SIZE, VISION_SIZE):
+        return (f"The host letterboxed the {h}×{w} frame to {VISION_SIZE}×{VISION_SIZE} (resize, keep the aspect "
+                "ratio, pad): the .pte sees exactly the shape it was built for.")
+    if row.status == "match":
+        return "This is the one shape the export recorded: accepted, and it matches eager."
+    return ""
+
+
+def real_divergences(report: ParityReport, rel: float = 1e-5) -> list[ParityRow]:
+    """Rows inside the contract that diverge by more than float32 rounding at the output's scale.
+
+    ``compare`` uses a fixed tolerance (1e-4). The "extremes" probe feeds ±10⁴, so a conv's outputs
+    reach ~10⁴ and a different summation order (XNNPACK vs eager) moves them by ~10⁻³: seven
+    significant digits, i.e. rounding, not a bug. A row counts here when its difference exceeds
+    ``rel`` × the largest eager output (or is NaN / a shape mismatch).
+    """
+    found = []
+    for row in report:
+        if not row.within_contract or row.status != "diverge":
+            continue
+        scale = max([float(t.detach().abs().max()) for t in (row.eager_output or ()) if isinstance(t, torch.Tensor)
+                     and t.numel() and t.is_floating_point()] + [1.0])
+        d = row.max_abs_diff
+        if d is None or math.isnan(d) or d > rel * scale:
+            found.append(row)
+    return found
+
+
+def camera_explorer(preprocess: str = "none"):
+    """The camera-frame widget: pick a resolution (and a host step) and watch the real ``.pte`` react."""
+    import ipywidgets as w
+
+    from ..widgets import ParityExplorer
+
+    model, artifact, _ = vision_program()
+    controls = {
+        "resolution": w.Dropdown(options=[(label, res) for label, res in CAMERA_RESOLUTIONS],
+                                 value=(VISION_SIZE, VISION_SIZE), description="camera"),
+        "preprocess": w.ToggleButtons(options=[("feed as is", "none"), ("letterbox on host", "letterbox")],
+                                      value=preprocess, description="host step"),
+    }
+    return ParityExplorer(model, artifact, _frame_for, controls, explain=_camera_explanation,
+                          title=f"TinyVision exported at 1×3×{VISION_SIZE}×{VISION_SIZE}")
+
+
+def widget_demo():
+    """``(explorer, interactions)`` for the benchmarks and the browser tests (see ``helpers.lessons``)."""
+    explorer = camera_explorer()
+    interactions = [
+        ({"resolution": (48, 64), "preprocess": "none"}, "rejected"),
+        ({"resolution": (32, 128), "preprocess": "none"}, "rejected"),
+        ({"resolution": (64, 64), "preprocess": "none"}, "match"),
+        ({"resolution": (96, 96), "preprocess": "none"}, "rejected"),
+        ({"resolution": (48, 64), "preprocess": "letterbox"}, "match"),
+        ({"resolution": (36, 64), "preprocess": "letterbox"}, "match"),
+        ({"resolution": (32, 32), "preprocess": "none"}, "rejected"),
+    ]
+    return explorer, interactions
+
+
+# ----- 07: declaring dimensions ------------------------------------------------------------------
+def dim_modes(model: nn.Module, example: tuple[Any, ...], input_name: str, axis: int,
+              specs: dict[str, Any]) -> list[dict[str, Any]]:
+    """Export ``model`` once per ``dynamic_shapes`` spec for one axis and report what each recorded.
+
+    Returns one row per spec: the contract export produced (or its error), the range it assumed,
+    and the size the memory plan reserved for that axis (the runtime's capacity).
+    """
+    from ..display import error_excerpt
+
+    rows = []
+    for label, spec in specs.items():
+        row: dict[str, Any] = {"spec": label}
+        try:
+            art = lower(model, example, dynamic_shapes={input_name: {axis: spec}})
+        except Exception as exc:  # noqa: BLE001 - an export error is a result here
+            row.update(recorded="export error", range="—", planned="—",
+                       note=error_excerpt(exc, max_lines=1).split("\n")[0][:160])
+            rows.append(row)
+            continue
+        spec_in = next(i for i in art.input_contract().inputs if i.name == input_name)
+        ax = spec_in.axes[axis]
+        if ax.size is not None:
+            row.update(recorded=f"static {ax.size}", range="—", planned=ax.size, note="")
+        else:
+            hi = "∞" if ax.max is None else ax.max
+            row.update(recorded="dynamic", range=f"[{ax.min}, {hi}]", planned=ax.planned, note="")
+        row["signature"] = art.input_contract().signature()
+        rows.append(row)
+    return rows
+
+
+class ChunkMean(nn.Module):
+    """Splits each row of ``x`` (B, T) into 4 chunks with ``x.view(x.shape[0] * 4, -1)`` and averages each.
+
+    With T dynamic, the view only works when T is a multiple of 4: export adds that guard and
+    refuses a plain ``Dim('T')``, suggesting ``T = 4*_T``.
+    """
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.view(x.shape[0] * 4, -1).mean(dim=1).view(x.shape[0], 4)
+
+
+class ChunkedMean(nn.Module):
+    """The rewrite of :class:`ChunkMean`: the host hands over ``x`` already as (B, 4, L); no size arithmetic."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.mean(dim=2)
+
+
+class HalfDiff(nn.Module):
+    """Indexes by a computed size: ``x[:, :T // 2] - x[:, T // 2:]`` (first half minus second half).
+
+    The two halves only have the same length when T is even: export adds that guard and
+    suggests ``T = 2*_T``.
+    """
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        half = x.shape[1] // 2
+        return x[:, :half] - x[:, half:]
+
+
+# ----- 08: what dynamic costs ---------------------------------------------------------------------
+class TinySegmenter(nn.Module):
+    """conv (stride 2) → relu → conv (stride 2) → relu → bilinear upsample ×4 → 1×1 conv: a per-pixel head.
+
+    XNNPACK takes every operator when the frame size is static; with a symbolic height/width it
+    declines the upsample, which then runs on a portable kernel between two delegated pieces.
+    """
+
+    def __init__(self, classes: int = 2, seed: int = 0):
+        super().__init__()
+        with models.seeded(seed):
+            self.down1 = nn.Conv2d(3, 8, 3, stride=2, padding=1)
+            self.down2 = nn.Conv2d(8, 8, 3, stride=2, padding=1)
+            self.classify = nn.Conv2d(8, classes, 1)
+        self.eval()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.relu(self.down1(x))
+        h = torch.relu(self.down2(h))
+        h = F.interpolate(h, scale_factor=4.0, mode="bilinear", align_corners=False)
+        return self.classify(h)
+
+
+def segmenter_program(max_side: int | None = None, size: int = VISION_SIZE,
+                      min_side: int = 32) -> tuple[nn.Module, PteArtifact, torch.Tensor, Any]:
+    """``TinySegmenter`` at ``size×size``: static (``max_side=None``) or with height and width dynamic
+    (``Dim('height')`` and ``Dim('width')``, each ``min_side..max_side``).
+
+    Returns (model, artifact, example, dynamic_shapes).
+    """
+    model = TinySegmenter()
+    example = camera_frame(size, size)
+    if max_side is None:
+        return model, lower(model, (example,)), example, None
+    dynamic = {"x": {2: Dim("height", min=min_side, max=max_side), 3: Dim("width", min=min_side, max=max_side)}}
+    return model, lower(model, (example,), dynamic_shapes=dynamic), example, dynamic
+
+
+def arena_vs_max(maxes: Sequence[int], build: Callable[[int], PteArtifact], method: str = "forward") -> list[int]:
+    """Planned arena bytes of ``build(max)`` for each ``max`` (each a real export + lowering, cached)."""
+    return [build(m).planned_memory_bytes(method) for m in maxes]
+
+
+def median_latency_ms(artifact: PteArtifact, args: tuple[Any, ...], method: str = "forward",
+                      repeat: int = 200, warmup: int = 20) -> float:
+    """Median wall time of one ``run_raw`` call in milliseconds (the runtime only, no host checks)."""
+    for _ in range(warmup):
+        artifact.run_raw(*args, method=method)
+    samples = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        artifact.run_raw(*args, method=method)
+        samples.append((time.perf_counter() - start) * 1000)
+    return statistics.median(samples)
