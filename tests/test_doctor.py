@@ -1,0 +1,245 @@
+"""`python -m helpers.doctor` as a CI job would run it: a subprocess, real export, real runtime.
+
+The subprocesses (a good and a broken model from the lessons, the four bad-argument cases of the
+issue) start together in one fixture so their seconds of imports overlap; each test reads its own
+run. Further cases call ``main()`` in this process: the same code path, without the imports.
+Exit codes, key report lines and the HTML report's verdict are asserted.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+USER_MODEL = '''
+import torch
+from torch import nn
+
+
+class Gate(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.proj = nn.Linear(4, 4)
+
+    def forward(self, x):
+        if x.mean() > 0:
+            return self.proj(x)
+        return x
+
+
+def build():
+    return nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+'''
+
+# name -> (arguments after `python -m helpers.doctor`, writes an HTML report?)
+GOOD_AND_BROKEN = {
+    "token_pool": ["helpers.models:TokenPool", "--example", "1x16:int64", "--example", "1x16",
+                   "--dim", "ids:1:seq:2:64", "--dim", "mask:1:seq:2:64"],
+    "shape_branch": ["helpers.models:ShapeBranch", "--example", "2x8x4", "--dim", "x:1:frames:1:32"],
+}
+
+# The four bad-argument cases of the issue, each as a subprocess ...
+BAD_ARGUMENTS = {
+    "missing module": (["no_such_package.models:Net", "--example", "2x4"],
+                       "cannot import 'no_such_package.models': no module named 'no_such_package'"),
+    "factory is not a module": (["helpers.cache:cache_dir", "--example", "2x4"],
+                                "returned a PosixPath, not a torch.nn.Module"),
+    "malformed --dim": (["helpers.models:ShapeBranch", "--example", "2x8x4", "--dim", "x:one:frames:1:32"],
+                        "AXIS must be an integer"),
+    "shape contradicts the model": (["helpers.models:ShapeBranch", "--example", "2x8x5"],
+                                    "mat1 and mat2 shapes cannot be multiplied"),
+}
+
+# ... and more of them through main() in this process (same code path, without 2 s of imports each).
+MORE_BAD_ARGUMENTS = {
+    "class is not a module": (["{tmp}/user_model.py:torch.Generator", "--example", "2x4"],
+                              "is a class but not a torch.nn.Module subclass"),
+    "missing factory": (["{tmp}/user_model.py:Missing", "--example", "2x4"],
+                        "has no attribute 'Missing'; candidates: Gate, build"),
+    "missing file": (["{tmp}/nowhere.py:build", "--example", "2x4"], "no such file"),
+    "no separator": (["helpers.models.TinyVision", "--example", "1x3x8x8"], "expected MODULE_OR_FILE:FACTORY"),
+    "--dim on an unknown input": (["helpers.models:ShapeBranch", "--example", "2x8x4", "--dim", "y:1:frames:1:32"],
+                                  "no input named 'y'; forward() takes x"),
+    "--dim axis beyond the rank": (["helpers.models:ShapeBranch", "--example", "2x8x4", "--dim", "x:3:f:1:32"],
+                                   "x has rank 3, so there is no axis 3"),
+    "--dim with MAX <= MIN": (["helpers.models:ShapeBranch", "--example", "2x8x4", "--dim", "x:1:frames:8:8"],
+                              "MAX must be greater than MIN"),
+    "example outside the --dim range": (["helpers.models:ShapeBranch", "--example", "2x8x4",
+                                         "--dim", "x:1:frames:10:32"], "outside [10, 32]"),
+    "example of size 1 on a dynamic axis": (["helpers.models:ShapeBranch", "--example", "2x1x4",
+                                             "--dim", "x:1:frames:1:32"], "must be at least 2"),
+    "shared Dim with two ranges": (["helpers.models:TokenPool", "--example", "1x16:int64", "--example", "1x16",
+                                    "--dim", "ids:1:seq:2:64", "--dim", "mask:1:seq:2:32"],
+                                   "Dim 'seq' is already declared with range [2, 64]"),
+    "shared Dim, examples disagree": (["helpers.models:TokenPool", "--example", "1x16:int64", "--example", "1x15",
+                                       "--dim", "ids:1:seq:2:64", "--dim", "mask:1:seq:2:64"],
+                                      "the examples must agree on it (16 vs 15)"),
+    "malformed --example": (["helpers.models:ShapeBranch", "--example", "2by8"], "expected SHAPE[:DTYPE[:HIGH]]"),
+    "unknown dtype": (["helpers.models:ShapeBranch", "--example", "2x8x4:float8"], "unknown dtype 'float8'"),
+    "too few examples": (["helpers.models:TokenPool", "--example", "1x16:int64"],
+                         "forward(ids, mask) takes 2 input(s), but 1 --example were given"),
+    "no example": (["helpers.models:TinyVision"], "give one --example per input of forward(x)"),
+    "bad factory argument": (["helpers.models:ConfigBranch", "--arg", "colour=1", "--example", "2x4"],
+                             "unexpected keyword argument 'colour'"),
+    "unknown flag": (["helpers.models:ShapeBranch", "--example", "2x8x4", "--frobnicate"],
+                     "unrecognized arguments: --frobnicate"),
+}
+
+
+class _Verdicts(HTMLParser):
+    """Collects the verdict element's attributes and every probe row's attributes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.verdicts: list[dict[str, str | None]] = []
+        self.probes: list[dict[str, str | None]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        classes = (a.get("class") or "").split()
+        if "exportlab-verdict" in classes:
+            self.verdicts.append(a)
+        if "exportlab-probe" in classes:
+            self.probes.append(a)
+
+
+def parse_report(path: Path) -> _Verdicts:
+    parser = _Verdicts()
+    parser.feed(path.read_text(encoding="utf-8"))
+    return parser
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Start every doctor run at once; return {name: (returncode, stdout, stderr, report path)}."""
+    tmp = tmp_path_factory.mktemp("doctor")
+    (tmp / "user_model.py").write_text(USER_MODEL)
+    env = {**os.environ, "EXPORTLAB_CACHE_DIR": os.environ.get("EXPORTLAB_CACHE_DIR",
+                                                                 str(ROOT / ".cache" / "exportlab"))}
+    jobs = {}
+    plans = {name: (argv, True) for name, argv in GOOD_AND_BROKEN.items()}
+    plans.update({name: (argv, False) for name, (argv, _) in BAD_ARGUMENTS.items()})
+    for name, (argv, html) in plans.items():
+        args = [a.replace("{tmp}", str(tmp)) for a in argv]
+        report = tmp / f"{name.replace(' ', '_')}.html"
+        if html:
+            args += ["--report", str(report)]
+        proc = subprocess.Popen([sys.executable, "-m", "helpers.doctor", *args], cwd=ROOT, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        jobs[name] = (proc, report)
+    out = {}
+    for name, (proc, report) in jobs.items():
+        stdout, stderr = proc.communicate(timeout=600)
+        out[name] = (proc.returncode, stdout, stderr, report)
+    return out
+
+
+def test_good_model_passes_with_a_shared_dim(runs):
+    code, out, err, report = runs["token_pool"]
+    assert code == 0, out + err
+    lines = out.splitlines()
+    assert lines[1].startswith("verdict: PASS (exit 0) — all 12 probes inside the input contract match eager")
+    assert "Dim seq ties ids[1], mask[1] (must be equal)" in out
+    assert "seq = 1 (min-1, outside)" in out  # run silently by the device: reported, not failed
+    assert "maximum capacity of 64 elements" in out
+    assert "4. delegation" in out and "5. memory      arena 4,432 bytes" in out
+    assert "[doctor" in err and "diagnose_export" in err and "Traceback" not in err  # progress on stderr
+    parsed = parse_report(report)
+    assert [v["data-verdict"] for v in parsed.verdicts] == ["pass"]
+    assert parsed.verdicts[0]["data-exit-code"] == "0"
+    inside = [p for p in parsed.probes if p["data-within-contract"] == "yes"]
+    assert len(inside) == 12 and all(p["data-status"] == "match" for p in inside)
+
+
+def test_divergence_inside_the_contract_fails(runs):
+    code, out, err, report = runs["shape_branch"]
+    assert code == 1, out + err
+    assert out.splitlines()[1] == ("verdict: FAIL (exit 1) — 1 of 12 probes inside the input contract does not "
+                                   "match eager: 1 diverges")
+    assert "✗ diverge inside the contract:" in out
+    assert "- frames = 1 (min) (2, 1, 4): max |Δ| = nan; output 0: NaN on one side only" in out
+    parsed = parse_report(report)
+    assert parsed.verdicts[0]["data-verdict"] == "fail"
+    failing = [p for p in parsed.probes if p["data-kind"] == "diverge"]
+    assert len(failing) == 1 and failing[0]["data-within-contract"] == "yes"
+
+
+def test_the_command_prints_the_report_examine_builds(runs):
+    from helpers.lessons.doctor import report_for
+
+    _, out, _, _ = runs["shape_branch"]
+    argv = GOOD_AND_BROKEN["shape_branch"]
+    assert out.rstrip("\n") == report_for(argv).to_text()
+
+
+def test_export_failure_names_the_offending_line(tmp_path, capsys):
+    from helpers.doctor import main
+
+    report = tmp_path / "report.html"
+    code = main(["helpers.models:ScaleOrShift", "--example", "3x4", "--report", str(report)])
+    out, err = capsys.readouterr()
+    assert code == 1, out + err
+    assert "verdict: FAIL (exit 1) — the export failed: data dependent (stage: export)" in out
+    assert "offending line: forward(): if x.sum() > 0:   [helpers/models.py:" in out
+    assert "torch.cond" in out and "torch.where" in out
+    assert "export failed (data_dependent)" in err  # progress
+    assert parse_report(report).verdicts[0]["data-verdict"] == "fail"
+
+
+def test_a_factory_function_in_a_file(tmp_path, capsys):
+    from helpers.doctor import main
+
+    (tmp_path / "user_model.py").write_text(USER_MODEL)
+    report = tmp_path / "report.html"
+    code = main([f"{tmp_path}/user_model.py:build", "--example", "2x4", "--dim", "0:0:batch:1:16",
+                 "--report", str(report), "--quiet"])
+    out, err = capsys.readouterr()
+    assert code == 0, out + err
+    assert "user_model.py:build" in out.splitlines()[0]
+    assert "forward(input: float32[batch∈[1,16], 4])" in out
+    assert "100%" in out  # linear/relu/linear: all on XNNPACK
+    assert err == ""  # --quiet
+    assert parse_report(report).verdicts[0]["data-verdict"] == "pass"
+
+
+def test_a_data_dependent_branch_in_a_user_file_is_located(tmp_path, capsys):
+    from helpers.doctor import main
+
+    (tmp_path / "user_model.py").write_text(USER_MODEL)
+    code = main([f"{tmp_path}/user_model.py:Gate", "--example", "2x4", "--quiet"])
+    out, _ = capsys.readouterr()
+    assert code == 1
+    assert "offending line: forward(): if x.mean() > 0:   [user_model.py:13]" in out
+
+
+@pytest.mark.parametrize("case", sorted(BAD_ARGUMENTS))
+def test_bad_arguments_give_one_clear_line_and_exit_2(runs, case):
+    code, out, err, _ = runs[case]
+    expected = BAD_ARGUMENTS[case][1]
+    errors = [line for line in err.splitlines() if line and not line.startswith("[doctor")]
+    assert code == 2, out + err
+    assert out == ""
+    assert len(errors) == 1 and errors[0].startswith("export doctor: error: "), err
+    assert expected in errors[0]
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("case", sorted(MORE_BAD_ARGUMENTS))
+def test_more_bad_arguments_in_process(tmp_path, capsys, case):
+    from helpers.doctor import main
+
+    (tmp_path / "user_model.py").write_text(USER_MODEL)
+    argv, expected = MORE_BAD_ARGUMENTS[case]
+    code = main([a.replace("{tmp}", str(tmp_path)) for a in argv] + ["--quiet"])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert len(err.splitlines()) == 1 and err.startswith("export doctor: error: ")
+    assert expected in err, err
