@@ -51,8 +51,16 @@ __all__ = [
 
 # ----- keeping machine-specific noise out of notebooks ---------------------------------------------
 def quiet_export_logs() -> None:
-    """Silence ``torch.export._trace``'s ERROR log line (timestamped) for classified export errors."""
-    logging.getLogger("torch.export._trace").setLevel(logging.CRITICAL)
+    """Silence two timestamped ERROR logs: ``torch.export._trace`` (for classified export errors) and
+    ``torch._subclasses.fake_tensor`` (eager ``torch.cond`` on an input its branches cannot take).
+
+    ``helpers`` resets torch's loggers when it first imports ExecuTorch, so that import happens first.
+    """
+    from helpers._quiet import import_executorch_quietly
+
+    import_executorch_quietly()
+    for name in ("torch.export._trace", "torch._subclasses.fake_tensor"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
 quiet_export_logs()
