@@ -1,0 +1,156 @@
+"""Lessons 01–02 (helpers.lessons.control_flow) on the real exporter and runtime, and lesson 01's widget."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import statistics
+import time
+
+import pytest
+import torch
+from torch.export import Dim
+
+import helpers
+from helpers import models as M
+from helpers.lessons import control_flow as cf
+
+G = torch.Generator().manual_seed(5)
+
+
+def rand(*shape):
+    return torch.randn(*shape, generator=G)
+
+
+@pytest.fixture(scope="module")
+def demo():
+    return cf.widget_demo()
+
+
+def test_source_and_graph_shows_only_the_taken_branch():
+    model = M.ConfigBranch(use_residual=False)
+    art = helpers.lower(model, (rand(2, 4),))
+    view = cf.source_and_graph(model, art)
+    assert "if self.use_residual:" in view.source
+    assert "aten.add" not in view.graph and "aten.relu" in view.graph
+    assert "= None" not in view.graph  # tidied
+    assert "<pre" in view._repr_html_() and "forward() as written" in repr(view)
+
+
+def test_counted_mean_reads_only_the_baked_number_of_items():
+    model = cf.CountedMean()
+    art = cf.quiet_lower(model, (rand(3, 4), 3), dynamic_shapes={"x": {0: Dim("items", min=3, max=8)}, "n": None})
+    six = rand(6, 4)
+    with pytest.raises(helpers.RuntimeRejectedError, match="same value"):
+        art.run_raw(six, 6)
+    (out,) = art.run_raw(six, 3)
+    torch.testing.assert_close(out, model(six[:3], 3).detach(), atol=1e-5, rtol=1e-5)
+    assert not torch.allclose(out, model(six, 6), atol=1e-3)  # not what eager computes with n = len(x)
+    with pytest.raises(helpers.RuntimeRejectedError, match="out of range"):
+        art.run_raw(rand(2, 4), 3)  # below min: the runtime does not check it, the kernel does
+
+
+def test_the_vectorised_fixes_match_the_original_loops():
+    batch = Dim("batch", min=1, max=8)
+    art = helpers.lower(cf.BatchLoopVectorized(), (rand(3, 4),), dynamic_shapes={"x": {0: batch}})
+    report = helpers.compare(M.BatchLoop(), art, helpers.probe_inputs((rand(3, 4),), {"x": {0: batch}}))
+    assert report.ok_within_contract and art.graph().count("aten.linear") == 1
+    counted = cf.CountedMean()
+    art_mean = helpers.lower(cf.CountedMeanVectorized(), (rand(3, 4),),
+                             dynamic_shapes={"x": {0: Dim("items", min=1, max=8)}})
+    for n in (1, 2, 5, 8):
+        sample = rand(n, 4)
+        torch.testing.assert_close(art_mean.run(sample)[0], counted(sample, n).detach(), atol=1e-5, rtol=1e-5)
+
+
+def test_triage_sequence_data_dependent_twice_then_cond_with_parity_on_both_sides():
+    x = rand(3, 4)
+    first = helpers.diagnose_export(cf.Triage(), (x,))
+    assert first.kind == "data_dependent" and "torch.isnan(x).any()" in first.source_line
+    second = helpers.diagnose_export(cf.Triage(validate=False), (x,))
+    assert second.kind == "data_dependent" and "if x.mean() > 0:" in second.source_line
+    art = helpers.lower(cf.Triage(validate=False, use_cond=True), (x,))
+    probes = helpers.probe_inputs((x,))
+    inside = [p for p in probes if not art.input_contract().violations(p.args)]
+    sides = cf.branch_sides(inside, lambda t: t.mean() > 0)
+    assert sides["true"] > 0 and sides["false"] > 0
+    assert helpers.compare(cf.Triage(), art, probes).ok_within_contract
+
+
+def test_loud_failures_are_classified():
+    x = rand(3, 4)
+    assert helpers.diagnose_export(cf.MedianCenter(), (x,)).kind == "unsupported_operator"
+    d = helpers.diagnose_export(cf.BatchGate(), (rand(8, 4),), {"x": {0: Dim("batch", min=1, max=16)}})
+    assert d.kind == "constraint_violation" and d.suggested_fixes == ["batch = Dim('batch', min=5, max=16)"]
+    d = helpers.diagnose_export(cf.SortValues(), (rand(5),), backend="portable")
+    assert (d.kind, d.stage) == ("unsupported_operator", "load")
+
+
+def test_batch_gate_cond_keeps_both_paths_for_every_batch():
+    batch = Dim("batch", min=1, max=16)
+    art = helpers.lower(cf.BatchGateCond(), (rand(8, 4),), dynamic_shapes={"x": {0: batch}})
+    for n in (1, 4, 5, 16):
+        sample = rand(n, 4)
+        torch.testing.assert_close(art.run(sample)[0], cf.BatchGate()(sample).detach(), atol=1e-5, rtol=1e-5)
+
+
+def test_show_export_error_keeps_stderr_clean():
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        exc = cf.show_export_error(torch.export.export, M.WhileDouble(), (torch.rand(3),))
+    assert exc is not None and "GuardOnDataDependentSymNode" in out.getvalue()
+    assert err.getvalue() == ""  # torch prints the partial graph (with absolute paths) there
+
+
+def test_verdict_line_and_branch_sides():
+    art = helpers.lower(M.BatchLoop(), (rand(3, 4),))
+    line = cf.verdict_line(helpers.check_one(M.BatchLoop(), art, (rand(4, 4),)))
+    assert line.startswith("rejected") and "static tensor" in line
+    probes = [helpers.Probe("p", (torch.ones(2),)), helpers.Probe("n", (-torch.ones(2),)),
+              helpers.Probe("bad", (torch.ones(2, 2, 2),))]
+    assert cf.branch_sides(probes, lambda t: t.view(2).sum() > 0) == {"true": 1, "false": 1, "n/a": 1}
+
+
+# ----- the widget, headless, with the real runtime behind it ------------------------------------------
+def test_widget_verdicts_follow_the_controls(demo):
+    explorer, interactions = demo
+    assert len(interactions) >= 8
+    for values, expected in interactions:
+        row = explorer.set(**values)
+        assert explorer.verdict == expected, (values, row)
+        assert f"data-verdict='{expected}'" in explorer.output.value
+        assert "why" in explorer.output.value
+        assert explorer.artifact is explorer.traps[values["trap"]].artifact
+    assert {v for _, v in interactions} >= {"match", "diverge", "rejected"}
+
+
+def test_widget_explains_and_labels_outside_contract(demo):
+    explorer, _ = demo
+    explorer.set(trap="shape if", values="positive", size=1, flag=True, steps=2)
+    assert explorer.verdict == "diverge" and "NaN" in explorer.output.value
+    explorer.set(size=0)  # below the Dim's min: the device runs it anyway
+    assert explorer.verdict.startswith("outside contract")
+    explorer.set(trap="config flag", size=2, flag=False, values="negative")
+    assert explorer.verdict == "diverge" and "use_residual=False" in explorer.output.value
+    explorer.set(values="zeros")
+    assert explorer.verdict == "match" and "One sample proves nothing" in explorer.output.value
+    explorer.set(trap="Python scalar", steps=4)
+    assert explorer.verdict == "rejected" and "same value" in explorer.output.value
+    assert "ScalarRepeat" in explorer.exported.value
+    assert explorer._repr_mimebundle_()["text/plain"].startswith("ParityExplorer — verdict now:")
+
+
+def test_widget_interactions_never_export_and_are_fast(demo, monkeypatch):
+    explorer, interactions = demo
+
+    def no_export(*args, **kwargs):
+        raise AssertionError("a widget interaction must not export")
+
+    monkeypatch.setattr(torch.export, "export", no_export)
+    samples = []
+    for values, expected in interactions * 2:
+        start = time.perf_counter()
+        explorer.set(**values)
+        samples.append((time.perf_counter() - start) * 1000)
+        assert explorer.verdict == expected
+    assert statistics.median(samples) < 50, samples

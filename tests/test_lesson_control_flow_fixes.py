@@ -1,0 +1,93 @@
+"""Lessons 03–05 (helpers.lessons.control_flow_fixes): cond's rules, where vs cond cost, hoisting."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import helpers
+from helpers import models as M
+from helpers.lessons import control_flow_fixes as fx
+
+G = torch.Generator().manual_seed(9)
+
+
+def rand(*shape):
+    return torch.randn(*shape, generator=G)
+
+
+@pytest.fixture(scope="module")
+def rules():
+    return fx.check_cond_rules()
+
+
+@pytest.mark.parametrize("rule, fragment", [
+    ("both branches take the same operands", "Argument mismatch"),
+    ("same number of outputs", "Unmatched output spec"),
+    ("matching dtypes", "expected same dtype but got torch.float32 and torch.bool"),
+    ("compatible shapes", "expected same dim but got 2 and 1"),
+    ("no mutation of inputs", "input mutation"),
+    ("… and no mutating what you close over", "input mutation"),
+    ("each branch must be exportable", "Data-dependent branching"),
+])
+def test_each_broken_rule_fails_export_with_its_own_message(rules, rule, fragment):
+    result = rules[rule]
+    assert result.outcome == "export error" and fragment in result.message, result
+
+
+def test_closures_are_lifted_and_python_predicates_specialise(rules):
+    assert rules["no closing over tensors outside operands"].outcome == "exports"
+    assert rules["the predicate must be a tensor"].outcome == "exports, specialised"
+    assert "Python constant" in rules["the predicate must be a tensor"].message
+    x = rand(3, 4)
+    model = fx.CondClosure()
+    art = helpers.lower(model, (x,))
+    probes = [helpers.Probe(str(s), (x + s,)) for s in (-3.0, 3.0)] + helpers.probe_inputs((x,))
+    assert helpers.compare(model, art, probes).ok_within_contract
+    assert "<table>" in rules._repr_html_() and "CondOutputDtype" in repr(rules)
+
+
+def test_which_branch_ran_follows_the_predicate_at_run_time():
+    model = M.ScaleOrShiftCond()
+    x = rand(3, 4)
+    art = helpers.lower(model, (x,))
+    assert fx.which_branch_ran(model, art, x.abs() + 0.1, model.a, model.b) == "true"
+    assert fx.which_branch_ran(model, art, -x.abs() - 0.1, model.a, model.b) == "false"
+    assert fx.which_branch_ran(model, art, torch.zeros(3, 4), model.a, model.b) == "false"
+
+
+def test_where_computes_both_sides_and_cond_skips_one_measured():
+    big = rand(32, 128)
+    heavy_side, cheap_side = big.abs() + 0.1, -(big.abs() + 0.1)
+    art_where = helpers.lower(fx.HeavyWhere(), (big,))
+    art_cond = helpers.lower(fx.HeavyCond(), (big,))
+    assert art_where.graph().count("aten.linear") == 6 and "where" in art_where.graph()
+    assert art_where.delegation().delegated_nodes >= 12 and art_cond.delegation().delegated_nodes == 0
+    for sample in (heavy_side, cheap_side):  # same function, both sides
+        torch.testing.assert_close(art_where.run(sample)[0], art_cond.run(sample)[0], atol=1e-4, rtol=1e-4)
+    t = fx.where_vs_cond_latency({"where": art_where, "cond": art_cond},
+                                 {"heavy": heavy_side, "cheap": cheap_side}, repeats=30)
+    # cheap side: where still pays for the MLP, cond skips it
+    assert t["cheap"]["where"] > 2 * t["cheap"]["cond"], t
+    # heavy side: the MLP on XNNPACK (where) beats the same MLP on portable kernels (cond)
+    assert t["heavy"]["cond"] > 2 * t["heavy"]["where"], t
+
+
+def test_hoisted_methods_are_fully_delegated_and_match_the_cond_model():
+    x = rand(2, 8)
+    cond_model = M.CondLinear()
+    art_cond = helpers.lower(cond_model, (x,))
+    art = helpers.lower_methods({"positive": (M.StraightLinear(), (x,)), "negative": (fx.StraightLinearB(), (x,))})
+    assert all(art.delegation(m).coverage == 1.0 for m in ("positive", "negative"))
+    assert art_cond.delegation().coverage < 0.5
+    probes = helpers.probe_inputs((x,)) + [helpers.Probe(str(s), (x + s,)) for s in (-2.0, 2.0)]
+    report = fx.hoisted_parity(cond_model, art, probes)
+    assert report.ok_within_contract, report
+    picked = {r.label.rsplit("→ ", 1)[1] for r in report if r.within_contract}
+    assert picked == {"positive", "negative"}
+    assert fx.app_pick(torch.zeros(2, 8)) == "negative"
+    torch.testing.assert_close(fx.app_run(art, x + 2.0), cond_model(x + 2.0).detach(), atol=1e-5, rtol=1e-5)
+
+
+def test_cond_error_line_falls_back_to_the_first_line():
+    assert fx.cond_error_line(RuntimeError("plain message\nmore")) == "plain message"
