@@ -417,7 +417,7 @@ class DoctorReport:
     delegation: Any = None  # helpers.DelegationReport
     arena_bytes: int | None = None
     pte_bytes: int | None = None
-    notes: list[str] = field(default_factory=list)
+    probes: list[Any] = field(default_factory=list, repr=False)  # helpers.Probe, in the order of parity.rows
 
     # ----- verdict ---------------------------------------------------------------------------
     def _rows(self, kind: str) -> list[Any]:
@@ -620,13 +620,13 @@ class DoctorReport:
         rows = []
         for r in self.parity.rows:
             kind = _row_kind(r)
-            note = r.runtime_message or r.eager_message
+            note = f"eager: {r.eager_message}" if r.status == "eager_error" else r.runtime_message
             if not r.within_contract:
                 note = (note + " — " if note else "") + f"contract: {r.contract_message}"
             diff = format_diff(r.max_abs_diff) if r.status in ("match", "diverge") else "—"
             rows.append(f"<tr class='exportlab-probe' data-status='{r.status}' data-kind='{kind}' "
                         f"data-within-contract='{'yes' if r.within_contract else 'no'}' "
-                        f"style='background:{_ROW_COLOURS[kind]}'><td>{e(r.label)}</td><td><code>{e(r.shapes)}</code>"
+                        f"style='background:{_ROW_COLOURS[kind]}'><td>{e(r.label)}</td><td style='white-space:nowrap'><code>{e(r.shapes)}</code>"
                         f"</td><td><b>{e(r.status)}</b></td><td>{'yes' if r.within_contract else '<b>no</b>'}</td>"
                         f"<td>{diff}</td><td style='font-size:85%'>{e(_shorten(note, 220))}</td></tr>")
         keys = "".join(f"<span style='background:{_ROW_COLOURS[k]};padding:1px 6px;margin-right:4px'>{e(v)}</span>"
@@ -699,7 +699,7 @@ def _examine(model: torch.nn.Module, example_args: Any, dynamic_shapes: Any, *, 
     parity = compare(model, art, probes, atol=atol, rtol=rtol)
     say("delegation and memory plan")
     return DoctorReport(target, backend, inputs, diagnosis, parity, contract, art.delegation(),
-                        art.planned_memory_bytes(), art.nbytes)
+                        art.planned_memory_bytes(), art.nbytes, probes)
 
 
 # ----- the command ---------------------------------------------------------------------------------
