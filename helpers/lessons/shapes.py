@@ -34,6 +34,7 @@ from ..parity import ParityReport, ParityRow
 
 __all__ = [
     "VISION_SIZE", "CAMERA_RESOLUTIONS", "camera_frame", "vision_program", "read_signature", "memory_plan",
+    "plot_memory_plan", "FrameTokens",
     "real_divergences", "camera_explorer", "widget_demo", "dim_modes", "ChunkMean", "ChunkedMean", "HalfDiff", "TinySegmenter",
     "segmenter_program", "arena_vs_max", "median_latency_ms",
 ]
@@ -115,8 +116,45 @@ def memory_plan(artifact: PteArtifact, method: str = "forward") -> list[dict[str
     return rows
 
 
+def plot_memory_plan(rows: list[dict[str, Any]], title: str = "The memory plan: where each tensor lives"):
+    """One horizontal bar per planned tensor (in execution order) at its offset in the arena."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 0.4 * len(rows) + 1.3))
+    arena = max(r["offset"] + r["bytes"] for r in rows)
+    for i, r in enumerate(rows):
+        ax.barh(i, max(r["bytes"], arena * 0.004), left=r["offset"], color="#1565c0", edgecolor="white")
+        label = f"{'×'.join(str(s) for s in r['shape'])} · {r['bytes']:,} B"
+        if r["bytes"] > arena * 0.25:
+            ax.text(r["offset"] + r["bytes"] / 2, i, label, ha="center", va="center", fontsize=7, color="white")
+        else:
+            ax.text(r["offset"] + max(r["bytes"], arena * 0.004) + arena * 0.01, i, label, ha="left", va="center",
+                    fontsize=7, color="#333333")
+    ax.set_xlim(0, arena * 1.35)
+    ax.set_yticks(range(len(rows)), [f"#{k + 1} (value {r['value']})" for k, r in enumerate(rows)], fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("offset in the arena (bytes)")
+    ax.set_title(title)
+    fig.tight_layout()
+    plt.close(fig)
+    return fig
+
+
 _SCALAR_TYPES = {0: torch.uint8, 1: torch.int8, 2: torch.int16, 3: torch.int32, 4: torch.int64, 5: torch.float16,
                  6: torch.float32, 7: torch.float64, 11: torch.bool}
+
+
+class FrameTokens(nn.Module):
+    """Turns a frame into pixel tokens plus a position ramp; every size is read from ``x.shape``.
+
+    Exported with a static example, those reads become literals in the graph (``[1, 3, 4096]``).
+    """
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, c, h, w = x.shape
+        tokens = x.reshape(b, c, h * w).transpose(1, 2)  # (b, h*w, c)
+        ramp = torch.linspace(0, 1, h * w).unsqueeze(-1)  # (h*w, 1), broadcast over the channels
+        return tokens + ramp
 
 
 def _frame_for(resolution: tuple[int, int], preprocess: str) -> tuple[torch.Tensor]:
