@@ -44,7 +44,8 @@ print(art_cond.delegation().summary())
 # %%
 art_methods = helpers.lower_methods({"positive": (models.StraightLinear(), (x,)),
                                      "negative": (fx.StraightLinearB(), (x,))})
-art_methods
+for method in ("positive", "negative"):
+    print(art_methods.input_contract(method), "·", art_methods.delegation(method).summary())
 
 # %% [markdown]
 # Both methods: 100 % delegated, one XNNPACK subgraph each. The decision now lives in the app. Here it is
@@ -133,6 +134,7 @@ def app_vision(frame: torch.Tensor, tier: str) -> torch.Tensor:
     return art_vision.run(frame.contiguous(), method=method)[0]
 
 
+_ = torch.manual_seed(5)  # a fixed frame, whatever ran before
 camera = torch.randn(1, 3, 480, 320)  # a portrait camera frame
 for tier in ("low-end", "flagship"):
     print(tier, helpers.fmt(app_vision(camera, tier)))
