@@ -597,7 +597,7 @@ class DoctorReport:
                       "<h4>4 · delegation</h4>", self.delegation._repr_html_(),
                       f"<h4>5 · memory</h4><p>memory-plan arena <b>{self.arena_bytes:,} bytes</b> (planned for each "
                       f"Dim's max) · .pte {self.pte_bytes:,} bytes</p>"]
-        steps = self.next_steps()
+        steps = self.next_steps()[0 if d.ok else 1:]  # a failed export's fix is already in the table above
         if steps:
             parts.append("<h4>next steps</h4><ul>" + "".join(f"<li>{e(s)}</li>" for s in steps) + "</ul>")
         parts.append("</div>")
