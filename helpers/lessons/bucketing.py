@@ -22,13 +22,14 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import models
+from .._quiet import captured_output
 from ..artifact import PteArtifact
 from ..lowering import lower, lower_methods
 from ..parity import ParityRow, check_one
 from ..widgets import ParityExplorer, render_row
 
 __all__ = [
-    "letterbox", "BUCKETS", "VOCAB", "bucket_model", "tokens", "method_name", "bucket_program",
+    "letterbox", "plot_letterbox", "BUCKETS", "VOCAB", "bucket_model", "tokens", "method_name", "bucket_program",
     "separate_programs", "choose_bucket", "pad_to", "Dispatch", "dispatch", "OnOriginalLength", "padding_waste",
     "request_lengths", "tradeoff", "BucketExplorer", "bucket_explorer", "widget_demo", "describe_dispatch",
 ]
@@ -48,6 +49,22 @@ def letterbox(frame: torch.Tensor, size: int, fill: float = 0.0) -> torch.Tensor
         frame = F.interpolate(frame, size=(nh, nw), mode="bilinear", align_corners=False)
     top, left = (size - nh) // 2, (size - nw) // 2
     return F.pad(frame, (left, size - nw - left, top, size - nh - top), value=fill)
+
+
+def plot_letterbox(frames: dict[str, torch.Tensor], title: str = "What the model sees"):
+    """Frames side by side as images (``1×3×H×W`` in [0, 1]), each at its own pixel size."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(frames), figsize=(2.3 * len(frames), 2.5))
+    for ax, (label, frame) in zip(list(axes), frames.items()):
+        ax.imshow(frame[0].permute(1, 2, 0).clamp(0, 1).numpy(), interpolation="nearest")
+        ax.set_title(f"{label}\n{frame.shape[2]}×{frame.shape[3]}", fontsize=8)
+        ax.set_xticks([])
+        ax.set_yticks([])
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    plt.close(fig)
+    return fig
 
 
 # ----- sequences: buckets -------------------------------------------------------------------------
@@ -176,8 +193,9 @@ def tradeoff(bucket_sets: Sequence[Sequence[int]], lengths: Sequence[int],
     rows = []
     for buckets in bucket_sets:
         buckets = tuple(sorted(buckets))
-        program = bucket_program(buckets)
-        files = separate_programs(buckets)
+        with captured_output():  # one progress line per program would drown the table
+            program = bucket_program(buckets)
+            files = separate_programs(buckets)
         row: dict[str, Any] = {
             "buckets": "/".join(str(b) for b in buckets), "n_buckets": len(buckets),
             "padding_waste": padding_waste(lengths, buckets),

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -20,13 +21,16 @@ from torch import nn
 from torch.export import Dim
 
 from .. import models
-from .._quiet import captured_output
+from .._quiet import captured_output, runtime_log_lines
+from ..artifact import PteArtifact
 from ..diagnose import diagnose_export
 from ..display import check_prediction
+from ..lowering import lower, lower_methods
 from ..parity import check_one, compare, probe_inputs
 from . import shapes
 
-__all__ = ["ANSWERS", "FIXES", "Drill", "Finding", "DRILLS", "investigate", "check", "BatchGate", "MedianPool"]
+__all__ = ["ANSWERS", "FIXES", "Drill", "Finding", "DRILLS", "investigate", "check", "BatchGate", "MedianPool",
+           "run_on_device", "CAMERA_SIZES", "camera_options", "compare_options", "run_ci_example"]
 
 ANSWERS = (
     "data-dependent control flow",
@@ -155,6 +159,84 @@ def check(drill: Drill, answer: str) -> Finding:
     finding = investigate(drill)
     check_prediction(answer, finding.answer, "\n".join(finding.evidence) + f"\nfix: {finding.fix}")
     return finding
+
+
+# ----- the camera scenario ------------------------------------------------------------------------
+def run_on_device(pte: str | Path, args: tuple[Any, ...], method: str = "forward") -> tuple[Any, list[str]]:
+    """Load a ``.pte`` file with the ExecuTorch runtime bindings and run ``method`` as the app would.
+
+    Returns ``(outputs or None, the runtime's log lines)``; nothing from exportlab sits in between.
+    """
+    from executorch.runtime import Runtime
+
+    with captured_output() as log:
+        program = Runtime.get().load_program(Path(pte))
+        try:
+            outputs = program.load_method(method).execute(list(args))
+        except RuntimeError:
+            outputs = None
+    return outputs, runtime_log_lines(log.getvalue())
+
+
+CAMERA_SIZES = ((48, 64), (64, 64))  # what the fleet's cameras deliver, after the app's downscale
+
+
+def camera_options() -> dict[str, tuple[PteArtifact, Callable[[torch.Tensor], tuple[torch.Tensor, str]]]]:
+    """The three deliberate choices for the camera drill, built on the real pipeline.
+
+    Each maps a name to ``(artifact, prepare)`` where ``prepare(frame)`` returns the input the app
+    passes and the method it calls.
+    """
+    from .bucketing import letterbox
+
+    model, static, _ = shapes.vision_program()
+    bounded = lower(model, (shapes.camera_frame(64, 64),),
+                    dynamic_shapes={"x": {2: Dim("height", min=32, max=128), 3: Dim("width", min=32, max=128)}})
+    buckets = lower_methods({f"frame_{h}x{w}": (model, (shapes.camera_frame(h, w),)) for h, w in CAMERA_SIZES})
+    return {
+        "normalize on the host (letterbox → 64×64)": (static, lambda f: (letterbox(f, shapes.VISION_SIZE), "forward")),
+        "bounded Dims (height, width ∈ 32..128)": (bounded, lambda f: (f, "forward")),
+        "buckets (one method per camera size)": (buckets, lambda f: (f, f"frame_{f.shape[2]}x{f.shape[3]}")),
+    }
+
+
+def compare_options(options: dict[str, Any], frames: list[torch.Tensor]) -> list[dict[str, Any]]:
+    """For each option: does every device frame run, does it match eager on what the app passes, and
+    what does it cost (delegated coverage, planned arena, ``.pte`` bytes)."""
+    model = models.TinyVision()
+    rows = []
+    for name, (artifact, prepare) in options.items():
+        ok = True
+        for frame in frames:
+            args, method = prepare(frame)
+            row = check_one(model, artifact, (args,), method=method)
+            ok = ok and row.status == "match" and row.within_contract
+        methods = artifact.methods
+        d = [artifact.delegation(m) for m in methods]
+        rows.append({
+            "option": name, "all device frames match eager": ok,
+            "delegated": f"{sum(x.delegated_nodes for x in d)}/{sum(x.delegated_nodes + x.portable_nodes for x in d)}",
+            "arena bytes (largest method)": max(artifact.planned_memory_bytes(m) for m in methods),
+            ".pte bytes": artifact.nbytes})
+    return rows
+
+
+def run_ci_example(path: str | Path) -> dict[str, int]:
+    """Run the copyable export-CI test file with pytest, in this process; return outcome counts."""
+    import pytest
+
+    class Count:
+        def __init__(self) -> None:
+            self.outcomes: dict[str, int] = {}
+
+        def pytest_runtest_logreport(self, report):  # noqa: ANN001 - pytest hook
+            if report.when == "call" or report.outcome != "passed":
+                self.outcomes[report.outcome] = self.outcomes.get(report.outcome, 0) + 1
+
+    counter = Count()
+    with captured_output():
+        code = pytest.main([str(path), "-q", "-p", "no:cacheprovider", "-p", "no:randomly"], plugins=[counter])
+    return {"exit code": int(code), **counter.outcomes}
 
 
 # ----- the drills ------------------------------------------------------------------------------
