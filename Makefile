@@ -16,18 +16,19 @@ help:
 	@echo "make notebooks - re-execute every notebook and save its outputs (after editing a lesson)"
 	@echo "make bench  - benchmarks (cold vs cached lower, run vs run_raw, eager vs .pte, widget latency)"
 
-$(STAMP): requirements.txt pyproject.toml jupyter/overrides.json
+$(STAMP): requirements.txt pyproject.toml
 	@test -d $(VENV) || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements.txt
 	$(BIN)/python -m pip install --quiet --no-deps -e .
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (exportlab)" >/dev/null
-	mkdir -p $(VENV)/share/jupyter/lab/settings
-	cp jupyter/overrides.json $(VENV)/share/jupyter/lab/settings/overrides.json
 	touch $(STAMP)
 
+# JupyterLab settings that make the lessons reliable (windowingMode: none) come from jupyter/overrides.json.
+ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 lab: $(STAMP)
-	$(BIN)/jupyter lab --notebook-dir=notebooks --ServerApp.ip=127.0.0.1 --ServerApp.open_browser=False
+	$(BIN)/jupyter lab --notebook-dir=notebooks --ServerApp.ip=127.0.0.1 --ServerApp.open_browser=False \
+		--LabApp.app_settings_dir=$(CURDIR)/jupyter $(ROOT_FLAG)
 
 test: $(STAMP)
 	bash tools/ensure_chromium.sh

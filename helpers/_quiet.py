@@ -35,6 +35,7 @@ def silence_library_noise() -> None:
     warnings.filterwarnings("ignore", message=r".*is an Enum subclass.*")
     for name in ("torch", "torchao", "executorch", "root"):
         logging.getLogger(name).setLevel(logging.ERROR)
+    silence_library_noise_after_import()
     # torch.export logs the "graph so far" for a failed export at WARNING on the torch logger
     # tree; the exception itself carries everything the learner needs.
     logging.getLogger("torch._export").setLevel(logging.CRITICAL)
@@ -78,11 +79,18 @@ def import_executorch_quietly() -> None:
     if _IMPORTED:
         return
     silence_library_noise()
-    with captured_output():
-        import executorch.backends.xnnpack.partition.xnnpack_partitioner  # noqa: F401
-        import executorch.devtools.backend_debug  # noqa: F401
-        import executorch.exir  # noqa: F401
-        import executorch.runtime  # noqa: F401
+    # Log handlers keep a reference to the real stderr, so redirecting it is not enough: switch
+    # logging off below ERROR while torchao/executorch register themselves.
+    previous = logging.root.manager.disable
+    logging.disable(logging.WARNING)
+    try:
+        with captured_output():
+            import executorch.backends.xnnpack.partition.xnnpack_partitioner  # noqa: F401
+            import executorch.devtools.backend_debug  # noqa: F401
+            import executorch.exir  # noqa: F401
+            import executorch.runtime  # noqa: F401
+    finally:
+        logging.disable(previous)
     silence_library_noise_after_import()
     _IMPORTED = True
 
@@ -92,5 +100,6 @@ def silence_library_noise_after_import() -> None:
     for name in list(logging.root.manager.loggerDict):
         if name.startswith(("torch", "torchao", "executorch")):
             logging.getLogger(name).setLevel(logging.ERROR)
-    for name in ("torch._export", "torch.fx.experimental.symbolic_shapes", "torch._dynamo"):
+    for name in ("torch._export", "torch.fx.experimental.symbolic_shapes", "torch._dynamo",
+                 "torch._subclasses.fake_tensor"):
         logging.getLogger(name).setLevel(logging.CRITICAL)

@@ -39,6 +39,11 @@ def set_progress(enabled: bool | None) -> None:
     _progress_enabled = enabled
 
 
+def progress_enabled() -> bool | None:
+    """The forced progress setting (``None``: automatic)."""
+    return _progress_enabled
+
+
 def _progress_wanted() -> bool:
     if _progress_enabled is not None:
         return _progress_enabled

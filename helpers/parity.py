@@ -10,7 +10,9 @@ device does: no host-side checks) on each, classifying every row as ``match``, `
 
 from __future__ import annotations
 
+import contextlib
 import html
+import logging
 import math
 import warnings
 from dataclasses import dataclass, field
@@ -295,6 +297,16 @@ def _difference(eager: tuple[Any, ...], pte: tuple[Any, ...], atol: float, rtol:
     return True, worst, ""
 
 
+@contextlib.contextmanager
+def _logging_paused():
+    previous = logging.root.manager.disable
+    logging.disable(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logging.disable(previous)
+
+
 def check_one(model: torch.nn.Module, artifact: PteArtifact, args: tuple[Any, ...], *, method: str = "forward",
               label: str = "", atol: float = 1e-4, rtol: float = 1e-4) -> ParityRow:
     """Run eager and the raw runtime on one input and classify the result."""
@@ -306,7 +318,9 @@ def check_one(model: torch.nn.Module, artifact: PteArtifact, args: tuple[Any, ..
     within = not problems
     contract_message = "; ".join(p.describe() for p in problems)
     try:
-        with torch.no_grad(), warnings.catch_warnings():
+        # Eager torch.cond traces its branches and logs failed traces at ERROR (timestamps, PIDs):
+        # the exception we keep says the same thing in one line.
+        with torch.no_grad(), warnings.catch_warnings(), _logging_paused():
             warnings.simplefilter("ignore")
             eager = _as_tuple(model(*[a.clone() if isinstance(a, torch.Tensor) else a for a in args]))
     except Exception as exc:  # noqa: BLE001 - any eager failure is a finding, not a crash

@@ -32,10 +32,13 @@ def render_row(row: ParityRow, explanation: str = "") -> str:
              f"style='background:{colour};color:white;padding:2px 8px;border-radius:4px;font-weight:bold'>"
              f"{html.escape(row.verdict)}</span> <code>{html.escape(row.shapes)}</code>"]
     rows = []
+    def outputs(values: tuple) -> str:
+        return fmt(values[0]) if len(values) == 1 else fmt(values)
+
     if row.eager_output is not None:
-        rows.append(("eager", fmt(row.eager_output)))
+        rows.append(("eager", outputs(row.eager_output)))
     if row.pte_output is not None:
-        rows.append((".pte", fmt(row.pte_output)))
+        rows.append((".pte", outputs(row.pte_output)))
     if row.status == "diverge":
         rows.append(("max |Δ|", format_diff(row.max_abs_diff) if row.max_abs_diff is not None else row.runtime_message))
     if row.status == "rejected":

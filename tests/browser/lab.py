@@ -1,0 +1,160 @@
+"""Drive JupyterLab in headless Chromium like a learner: start a server, open a lesson, run it, poke its widgets.
+
+The server is started by the tests themselves (127.0.0.1, a free port, a random token, a temporary
+root holding copies of the notebooks) with the repo's JupyterLab settings (``jupyter/overrides.json``:
+``windowingMode: none`` so every cell stays in the DOM) and stopped by its own process handle.
+The browser is Debian's ``/usr/bin/chromium`` driven by Playwright (never a downloaded browser).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
+
+# Installed in the page: time of the learner's input event, time the watched output changed.
+_PROBE_JS = """
+() => {
+  if (window.__exportlab) return;
+  const state = window.__exportlab = {event: null, changed: null, armed: false, observer: null};
+  for (const type of ['keydown', 'click', 'change']) {
+    document.addEventListener(type, () => { if (state.armed && state.event === null) state.event = performance.now(); }, true);
+  }
+}
+"""
+_ARM_JS = """
+(el) => {
+  const state = window.__exportlab;
+  if (state.observer) state.observer.disconnect();
+  state.event = null; state.changed = null; state.armed = true;
+  state.observer = new MutationObserver(() => {
+    if (state.changed === null && state.event !== null) { state.changed = performance.now(); }
+  });
+  state.observer.observe(el, {subtree: true, childList: true, characterData: true, attributes: true});
+}
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class LabServer:
+    """A JupyterLab server owned by the test session."""
+
+    root: Path
+    port: int = field(default_factory=_free_port)
+    token: str = field(default_factory=lambda: secrets.token_hex(24))
+    process: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 90) -> LabServer:
+        notebooks = self.root / "notebooks"
+        shutil.copytree(ROOT / "notebooks", notebooks, ignore=shutil.ignore_patterns("src", ".ipynb_checkpoints"))
+        env = dict(os.environ)
+        env.setdefault("EXPORTLAB_CACHE_DIR", str(ROOT / ".cache" / "exportlab"))
+        env["JUPYTER_RUNTIME_DIR"] = str(self.root / "runtime")
+        env["JUPYTER_CONFIG_DIR"] = str(self.root / "config")
+        jupyter = Path(sys.executable).with_name("jupyter")
+        self.log = open(self.root / "jupyterlab.log", "w")  # noqa: SIM115 - closed in stop()
+        self.process = subprocess.Popen(
+            [str(jupyter), "lab", "--no-browser", "--allow-root", "--ServerApp.ip=127.0.0.1",
+             f"--ServerApp.port={self.port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={self.token}",
+             f"--ServerApp.root_dir={notebooks}", f"--LabApp.app_settings_dir={ROOT / 'jupyter'}",
+             f"--LabApp.user_settings_dir={self.root / 'user-settings'}", f"--LabApp.workspaces_dir={self.root / 'ws'}",
+             "--LabApp.expose_app_in_browser=True"],
+            env=env, stdout=self.log, stderr=subprocess.STDOUT, cwd=self.root)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"JupyterLab exited early:\n{(self.root / 'jupyterlab.log').read_text()[-3000:]}")
+            try:
+                urllib.request.urlopen(f"{self.url}/api/status?token={self.token}", timeout=2)
+                return self
+            except OSError:
+                time.sleep(0.3)
+        self.stop()
+        raise RuntimeError("JupyterLab did not answer in time")
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def notebook_url(self, name: str) -> str:
+        return f"{self.url}/lab/tree/{name}?token={self.token}"
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=5)
+        if getattr(self, "log", None):
+            self.log.close()
+
+
+class LessonPage:
+    """One lesson open in JupyterLab."""
+
+    def __init__(self, page, server: LabServer, name: str):
+        self.page = page
+        self.name = name
+        self.console_errors: list[str] = []
+        self.page_errors: list[str] = []
+        page.on("console", lambda m: self.console_errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: self.page_errors.append(str(e)))
+        page.goto(server.notebook_url(name))
+        page.wait_for_function(
+            "() => window.jupyterapp?.shell?.currentWidget?.sessionContext?.session?.kernel?.status === 'idle'",
+            timeout=120_000)
+        page.evaluate(_PROBE_JS)
+
+    def run_all(self, timeout_ms: int = 600_000) -> None:
+        """Restart-free 'Run All', then wait until every code cell has an execution count and the kernel is idle."""
+        self.page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
+        self.page.wait_for_function(
+            """() => {
+                const panel = window.jupyterapp.shell.currentWidget;
+                const done = panel.content.widgets.every(c => c.model.type !== 'code'
+                    || c.model.sharedModel.getSource().trim() === '' || c.model.executionCount !== null);
+                const busy = panel.content.widgets.some(c => c.model.type === 'code' && c.promptNode
+                    && c.promptNode.textContent.includes('*'));
+                return done && !busy && panel.sessionContext.session.kernel.status === 'idle';
+            }""", timeout=timeout_ms, polling=500)
+
+    def cell_errors(self) -> list[str]:
+        return self.page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']").filter(
+            has_text="Traceback").all_inner_texts()
+
+    def widget_errors(self) -> list[str]:
+        texts = self.page.locator(".jp-OutputArea-output").filter(has_text="Error displaying widget").all_inner_texts()
+        widget_console = [t for t in self.console_errors
+                          if any(k in t.lower() for k in ("widget", "comm", "model not found", "manager"))]
+        return texts + widget_console + self.page_errors
+
+    def interact(self, target, action) -> float:
+        """Run ``action()`` (a learner's input) and wait for ``target`` (an output element) to change.
+
+        Returns the time in ms from the input event to the DOM change, measured in the page.
+        """
+        handle = target.element_handle()
+        self.page.evaluate(_ARM_JS, handle)
+        action()
+        self.page.wait_for_function("() => window.__exportlab.changed !== null", timeout=30_000)
+        return self.page.evaluate("() => window.__exportlab.changed - window.__exportlab.event")

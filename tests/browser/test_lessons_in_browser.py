@@ -1,0 +1,185 @@
+"""Every widget lesson, opened in JupyterLab in headless Chromium, run, and used like a learner would.
+
+For each notebook that displays widgets: Run All, then move sliders, click toggle buttons, pick
+dropdown values, tick boxes and press Reveal, and check that the verdict rendered in the page
+changes to what the real runtime says. Fails on "Error displaying widget", on widget-manager
+console errors and on tracebacks. Saves a screenshot per lesson under test-output/screenshots/
+and records the reaction time of every interaction (summarised at the end of the run).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.request
+
+import pytest
+
+from .conftest import LATENCIES, OUTPUT
+from .lab import ROOT, LessonPage
+
+VERDICTS = re.compile(r"^(match|diverge|rejected|eager error|outside contract \((match|diverge)\))$")
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+INTERACTIONS_PER_LESSON = 20
+
+
+def widget_notebooks() -> list[str]:
+    names = []
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        nb = json.loads(path.read_text())
+        if any(WIDGET_MIME in out.get("data", {}) for cell in nb["cells"] for out in cell.get("outputs", [])):
+            names.append(path.name)
+    return names
+
+
+def shutdown_kernels(server) -> None:
+    headers = {"Authorization": f"token {server.token}"}
+    with urllib.request.urlopen(urllib.request.Request(f"{server.url}/api/sessions", headers=headers)) as r:
+        sessions = json.load(r)
+    for s in sessions:
+        urllib.request.urlopen(urllib.request.Request(f"{server.url}/api/sessions/{s['id']}", headers=headers,
+                                                      method="DELETE"))
+
+
+def verdict_of(scope) -> str:
+    return scope.locator(".exportlab-verdict").first.get_attribute("data-verdict")
+
+
+# ----- one learner action per control type ---------------------------------------------------------
+def slider_action(lesson: LessonPage, handle):
+    now = float(handle.get_attribute("aria-valuenow"))
+    top = float(handle.get_attribute("aria-valuemax"))
+    key = "ArrowLeft" if now >= top else "ArrowRight"
+
+    def act():
+        handle.evaluate("h => h.focus()")
+        lesson.page.keyboard.press(key)
+    return act
+
+
+def toggle_action(group):
+    def act():
+        group.locator("button:not(.mod-active)").first.click()
+    return act
+
+
+def dropdown_action(select):
+    options = select.locator("option").all_inner_texts()
+    current = select.evaluate("s => s.selectedIndex")
+
+    def act():
+        select.select_option(index=(current + 1) % len(options))
+    return act
+
+
+def checkbox_action(box):
+    def act():
+        box.click()
+    return act
+
+
+def actions_for(lesson: LessonPage, explorer) -> list:
+    found = []
+    for handle in explorer.locator(".widget-slider .noUi-handle").all():
+        found.append(lambda h=handle: slider_action(lesson, h))
+    for group in explorer.locator(".widget-toggle-buttons").all():
+        found.append(lambda g=group: toggle_action(g))
+    for select in explorer.locator(".widget-dropdown select").all():
+        found.append(lambda s=select: dropdown_action(s))
+    for box in explorer.locator(".widget-checkbox input[type=checkbox]").all():
+        found.append(lambda b=box: checkbox_action(b))
+    return found
+
+
+# ----- the tests ---------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def notebooks():
+    return widget_notebooks()
+
+
+def test_there_are_widget_lessons(notebooks):
+    assert "00_start_here.ipynb" in notebooks
+
+
+@pytest.mark.parametrize("name", widget_notebooks())
+def test_widget_lesson_in_the_browser(lab_server, browser, name):
+    page = browser.new_page(viewport={"width": 1300, "height": 1000})
+    try:
+        lesson = LessonPage(page, lab_server, name)
+        lesson.run_all()
+        assert not lesson.cell_errors(), f"{name}: a cell raised in the browser: {lesson.cell_errors()[:1]}"
+        explorers = page.locator(".exportlab-explorer").all()
+        reveals = page.locator(".exportlab-reveal").all()
+        assert explorers or reveals, f"{name}: shows widgets but none of exportlab's"
+        for explorer in explorers:
+            assert VERDICTS.match(verdict_of(explorer) or ""), f"{name}: no verdict rendered"
+        latencies: list[float] = []
+        expected = SPECIFIC.get(name)
+        if expected:
+            latencies += expected(lesson)
+        plans = [(e, actions_for(lesson, e)) for e in explorers]
+        plans = [(e, a) for e, a in plans if a]
+        step = 0
+        while plans and len(latencies) < INTERACTIONS_PER_LESSON:
+            explorer, actions = plans[step % len(plans)]
+            make_action = actions[(step // len(plans)) % len(actions)]
+            explorer.scroll_into_view_if_needed()
+            output = explorer.locator(".exportlab-output").first
+            latencies.append(lesson.interact(output, make_action()))
+            assert VERDICTS.match(verdict_of(output) or ""), f"{name}: odd verdict {verdict_of(output)!r}"
+            step += 1
+        for reveal in reveals:
+            box = reveal.locator("xpath=..")
+            box.scroll_into_view_if_needed()
+            box.locator(".widget-toggle-buttons button").first.click()
+            latencies.append(lesson.interact(reveal, lambda b=box: b.locator("button", has_text="Reveal").click()))
+            assert reveal.locator(".exportlab-verdict").count() == 1
+            assert re.search(r"✓ right|✗ you predicted", reveal.inner_text())
+        assert not lesson.widget_errors(), f"{name}: widget errors: {lesson.widget_errors()[:3]}"
+        (explorers or reveals)[0].scroll_into_view_if_needed()
+        (OUTPUT / "screenshots").mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(OUTPUT / "screenshots" / f"{name.removesuffix('.ipynb')}.png"))
+        LATENCIES[name.removesuffix(".ipynb")] = latencies
+    finally:
+        page.close()
+        shutdown_kernels(lab_server)
+
+
+# ----- what specific lessons must show ---------------------------------------------------------------
+def start_here(lesson: LessonPage) -> list[float]:
+    explorer = lesson.page.locator(".exportlab-explorer").first
+    output = explorer.locator(".exportlab-output")
+    handle = explorer.locator(".noUi-handle").first
+    assert verdict_of(output) == "match"
+
+    def to_batch_3():
+        handle.evaluate("h => h.focus()")
+        lesson.page.keyboard.press("ArrowRight")
+    took = [lesson.interact(output, to_batch_3)]
+    assert verdict_of(output) == "rejected"
+    text = output.inner_text()
+    assert "Expected shape (2, 4), but received (3, 4)" in text  # the runtime's own words
+    assert "static size" in text and "Fix:" in text  # and the helpful explanation
+
+    def back_to_2():
+        handle.evaluate("h => h.focus()")
+        lesson.page.keyboard.press("ArrowLeft")
+    took.append(lesson.interact(output, back_to_2))
+    assert verdict_of(output) == "match"
+    took.append(lesson.interact(output, lambda: explorer.locator("button", has_text="negative").click()))
+    assert verdict_of(output) == "match"
+    return took
+
+
+SPECIFIC = {"00_start_here.ipynb": start_here}
+
+
+def test_repo_settings_are_in_effect(lab_server):
+    """windowingMode 'none' (from jupyter/overrides.json) keeps every cell in the DOM for these tests."""
+    request = urllib.request.Request(f"{lab_server.url}/lab/api/settings/@jupyterlab/notebook-extension:tracker",
+                                     headers={"Authorization": f"token {lab_server.token}"})
+    with urllib.request.urlopen(request) as response:
+        settings = json.load(response)
+    # Overrides become the schema's defaults (the shipped default is "contentVisibility").
+    effective = settings["settings"].get("windowingMode", settings["schema"]["properties"]["windowingMode"]["default"])
+    assert effective == "none"
