@@ -154,3 +154,18 @@ def test_widget_interactions_never_export_and_are_fast(demo, monkeypatch):
         samples.append((time.perf_counter() - start) * 1000)
         assert explorer.verdict == expected
     assert statistics.median(samples) < 50, samples
+
+
+def test_predict_then_reveal_on_a_flag_switched_after_export():
+    from helpers.widgets import PredictThenReveal
+
+    x = rand(2, 4)
+    art = helpers.lower(M.ConfigBranch(use_residual=False), (x,))
+
+    def reveal():
+        row = helpers.check_one(M.ConfigBranch(use_residual=True), art, (-x.abs() - 0.1,))
+        return row.status, "the + x was never recorded"
+
+    quiz = PredictThenReveal("flag switched on after export", ["match", "diverge", "rejected"], reveal)
+    assert quiz.answer("diverge") is True and "data-verdict='diverge'" in quiz.result.value
+    assert quiz.answer("rejected") is False and "you predicted rejected" in quiz.result.value
