@@ -100,6 +100,6 @@ def silence_library_noise_after_import() -> None:
     for name in list(logging.root.manager.loggerDict):
         if name.startswith(("torch", "torchao", "executorch")):
             logging.getLogger(name).setLevel(logging.ERROR)
-    for name in ("torch._export", "torch.fx.experimental.symbolic_shapes", "torch._dynamo",
+    for name in ("torch._export", "torch.export._trace", "torch.fx.experimental.symbolic_shapes", "torch._dynamo",
                  "torch._subclasses.fake_tensor"):
         logging.getLogger(name).setLevel(logging.CRITICAL)

@@ -128,7 +128,7 @@ class PteArtifact:
     @property
     def methods(self) -> tuple[str, ...]:
         """The method names in the program, in the order they were given."""
-        return tuple(self._meta["methods"])
+        return tuple(self._meta.get("method_order") or self._meta["methods"])
 
     @property
     def backend(self) -> str:
@@ -195,11 +195,12 @@ class PteArtifact:
         """Per input, the shape the ``.pte`` itself records (``MethodMeta``): the *maximum* shape."""
         meta = self._method(method).metadata
         shapes: list[tuple[int, ...] | None] = []
-        for i in range(meta.num_inputs()):
-            try:
-                shapes.append(tuple(meta.input_tensor_meta(i).sizes()))
-            except Exception:  # a non-tensor input (a baked-in Python scalar)
-                shapes.append(None)
+        with captured_output():  # the runtime logs each non-tensor input it is asked about
+            for i in range(meta.num_inputs()):
+                try:
+                    shapes.append(tuple(meta.input_tensor_meta(i).sizes()))
+                except Exception:  # a non-tensor input (a baked-in Python scalar)
+                    shapes.append(None)
         return shapes
 
     def run_raw(self, *args: Any, method: str = "forward", all_outputs: bool = False) -> tuple[Any, ...]:

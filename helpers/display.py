@@ -7,6 +7,8 @@ machine-specific paths removed.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import re
 from collections.abc import Callable
 from typing import Any
@@ -76,7 +78,10 @@ def show_error(fn: Callable[..., Any], *args: Any, max_lines: int = 12, **kwargs
     A lesson uses this to show a real error without a traceback full of machine-specific paths.
     """
     try:
-        fn(*args, **kwargs)
+        # A failed export also logs its partial graph (with this machine's paths) to stderr:
+        # the exception carries what matters.
+        with contextlib.redirect_stderr(io.StringIO()):
+            fn(*args, **kwargs)
     except Exception as exc:  # noqa: BLE001 - showing the error is the point
         print(error_excerpt(exc, max_lines=max_lines))
         return exc

@@ -186,7 +186,7 @@ def _build(methods: dict[str, tuple[torch.nn.Module, tuple[Any, ...], Any]], bac
 
     with captured_output():
         loaded = Runtime.get().load_program(pte)
-    meta: dict[str, Any] = {"key": key, "backend": backend, "methods": {}}
+    meta: dict[str, Any] = {"key": key, "backend": backend, "methods": {}, "method_order": list(methods)}
     for name, (model, args, dynamic) in methods.items():
         ep = exported[name]
         with captured_output() as log:
@@ -194,12 +194,12 @@ def _build(methods: dict[str, tuple[torch.nn.Module, tuple[Any, ...], Any]], bac
                 method_meta = loaded.load_method(name).metadata
             except Exception as exc:  # e.g. a kernel this runtime does not have
                 raise RuntimeRejectedError(name, str(exc), runtime_log_lines(log.getvalue())) from None
-        planned: list[tuple[int, ...] | None] = []
-        for i in range(method_meta.num_inputs()):
-            try:
-                planned.append(tuple(method_meta.input_tensor_meta(i).sizes()))
-            except Exception:
-                planned.append(None)
+            planned: list[tuple[int, ...] | None] = []
+            for i in range(method_meta.num_inputs()):
+                try:
+                    planned.append(tuple(method_meta.input_tensor_meta(i).sizes()))
+                except Exception:  # a non-tensor input (the runtime logs "is not Tensor")
+                    planned.append(None)
         edge_ep = edge.exported_program(name)
         rows: list[dict[str, Any]] = []
         subgraphs = _delegation_rows(edge_ep.graph_module, "main", rows, [0])
@@ -242,7 +242,10 @@ def lower_methods(methods: Mapping[str, Any], *, backend: str = "xnnpack") -> Pt
     else:
         progress.step("starting")
         try:
-            pte, meta = _build(normalised, backend, key, progress)
+            # Tracing may draw random numbers; a cold build must leave the caller's RNG exactly as a
+            # cache hit does, or printed values would depend on the cache state.
+            with torch.random.fork_rng(devices=[]):
+                pte, meta = _build(normalised, backend, key, progress)
         except BaseException as exc:
             progress.fail(exc)
             raise

@@ -205,3 +205,29 @@ def test_html_repr_and_bad_arguments():
         helpers.lower(lambda x: x, (rand(2, 4),))
     with pytest.raises(TypeError, match="flat"):
         helpers.lower(M.ConfigBranch(), ([rand(2, 4)],))
+
+
+def test_a_cold_build_leaves_the_global_rng_like_a_cache_hit(tmp_path, monkeypatch):
+    monkeypatch.setenv("EXPORTLAB_CACHE_DIR", str(tmp_path))
+    x = torch.zeros(2, 4)
+    draws = []
+    for _ in range(2):  # first: cold build; second: in-memory hit
+        torch.manual_seed(0)
+        helpers.lower(M.ConfigBranch(seed=77), (x,))
+        draws.append(torch.randn(3))
+    assert torch.equal(draws[0], draws[1])
+
+
+def test_method_order_survives_the_disk_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("EXPORTLAB_CACHE_DIR", str(tmp_path))
+    spec = {"positive": (M.ConfigBranch(seed=5), (rand(2, 4),)), "negative": (M.ConfigBranch(seed=6), (rand(2, 4),))}
+    assert helpers.lower_methods(spec).methods == ("positive", "negative")
+    forget_in_memory()
+    assert helpers.lower_methods(spec).methods == ("positive", "negative")
+
+
+def test_show_error_keeps_torch_logs_out(capsys):
+    err = helpers.show_error(torch.export.export, M.WhileDouble(), (torch.rand(3),))
+    out, stderr = capsys.readouterr()
+    assert err is not None and out.startswith("GuardOnDataDependentSymNode")
+    assert stderr == ""
