@@ -300,6 +300,14 @@ def _identifier(name: str) -> str:
 
 
 def _derived_violations(spec: InputSpec, axis: int, ax: AxisSpec, size: int, values: dict[str, int]) -> list[Violation]:
+    if ax.min is not None and size < ax.min:
+        return [Violation(spec.name, axis, f"below the minimum of {ax.expr} (the device runtime does NOT check this)",
+                          f"≥ {ax.min}", str(size), f"pad {spec.name} axis {axis} to a size of the form {ax.expr}",
+                          dim=ax.dim)]
+    limit = ax.max if ax.max is not None else ax.planned
+    if limit is not None and size > limit:
+        return [Violation(spec.name, axis, f"above the maximum of {ax.expr}", f"≤ {limit}", str(size),
+                          "re-export with a larger max for the root Dim, or cut the input", dim=ax.dim)]
     values = {_identifier(k): v for k, v in values.items()}
     expr = sympy.sympify(ax.expr)
     free = sorted(expr.free_symbols, key=str)
@@ -406,9 +414,16 @@ def contract_from_export(method: str, model: torch.nn.Module, example_args: tupl
             if not isinstance(size, torch.SymInt):
                 continue
             expr = size.node.expr
-            if not isinstance(expr, sympy.Symbol):
-                continue
             user = user_specs[idx].get(axis) if idx < len(user_specs) else None
+            if not isinstance(expr, sympy.Symbol):
+                # A derived Dim (e.g. 8*chunk): its root may appear on no axis of its own.
+                root = getattr(user, "root", None)
+                if root is not None and len(expr.free_symbols) == 1:
+                    key = str(next(iter(expr.free_symbols)))
+                    if key not in names:
+                        rname, rmin, rmax = _dim_name_and_decl(root)
+                        names[key] = (rname or f"{name}.shape[{axis}]", rname is None, rmin, rmax)
+                continue
             dim_name, dmin, dmax = _dim_name_and_decl(user)
             key = str(expr)
             if key not in names or (names[key][1] and dim_name):
@@ -447,8 +462,16 @@ def contract_from_export(method: str, model: torch.nn.Module, example_args: tupl
             # A derived size such as 2*s0: rewrite it with the user's names.
             renamed = expr.subs({s: sympy.Symbol(_identifier(names[str(s)][0]))
                                  for s in expr.free_symbols if str(s) in names})
-            root = names.get(str(sorted(expr.free_symbols, key=str)[0]), ("?",))[0] if expr.free_symbols else None
-            axes.append(AxisSpec(dim=root, expr=str(renamed), planned=cap,
-                                 min=None, max=None))
+            symbols = sorted(expr.free_symbols, key=str)
+            root = names.get(str(symbols[0]), ("?",))[0] if symbols else None
+            lo = hi = None
+            if len(symbols) == 1 and str(symbols[0]) in ranges:
+                vr = ranges[str(symbols[0])]
+                r_lo, r_hi = _bound(vr.lower), _bound(vr.upper)
+                lo = int(expr.subs(symbols[0], r_lo)) if r_lo is not None else None
+                hi = int(expr.subs(symbols[0], r_hi)) if r_hi is not None else None
+            axes.append(AxisSpec(dim=root, expr=str(renamed), planned=cap, min=lo, max=hi))
+            if root:
+                ties.setdefault(root, []).append((name, axis))
         inputs.append(InputSpec(name=name, kind="tensor", dtype=_dtype_name(val.dtype), axes=tuple(axes)))
     return InputContract(method=method, inputs=tuple(inputs), ties=ties)

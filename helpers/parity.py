@@ -18,6 +18,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
+import sympy
 import torch
 
 from .artifact import PteArtifact, RuntimeRejectedError
@@ -82,9 +83,28 @@ def _same_shape_args(example: tuple[Any, ...], shapes: list[tuple[int, ...] | No
     return tuple(out)
 
 
+def _identity(value: int) -> int:
+    return value
+
+
+def _root_example(fn: Any, size: int) -> int:
+    """The root value that gives ``size`` through a derived Dim's ``fn`` (first match), else ``size``."""
+    for value in range(size + 1):
+        try:
+            if int(fn(value)) == size:
+                return value
+        except Exception:  # noqa: BLE001 - a derived expression that rejects this value
+            continue
+    return size
+
+
 def _axis_groups(example: tuple[Any, ...], dynamic_shapes: Any, param_names: list[str] | None
                  ) -> tuple[dict[str, dict[str, Any]], set[tuple[int, int]]]:
-    """Group dynamic axes by Dim (shared Dims vary together) and list which axes are dynamic."""
+    """Group dynamic axes by their root Dim (shared and derived Dims vary together).
+
+    Each group holds ``axes`` as ``(input, axis, size_of)`` where ``size_of(root_value)`` gives
+    the axis size (identity for a plain Dim, the derived expression for e.g. ``8*chunk``).
+    """
     specs = user_dim_specs(param_names, len(example), dynamic_shapes)
     groups: dict[str, dict[str, Any]] = {}
     dynamic_axes: set[tuple[int, int]] = set()
@@ -97,12 +117,19 @@ def _axis_groups(example: tuple[Any, ...], dynamic_shapes: Any, param_names: lis
             if axis < 0:
                 axis += arg.dim()
             dynamic_axes.add((i, axis))
-            if getattr(dim, "root", None) is not None:  # a derived Dim moves with its root
+            size = int(arg.shape[axis])
+            root = getattr(dim, "root", None)
+            if root is not None:  # a derived Dim moves with its root
+                fn = getattr(dim, "fn", None) or _identity
+                key = getattr(root, "__name__", None) or f"input{i}.shape[{axis}]"
+                g = groups.setdefault(key, {"axes": [], "min": getattr(root, "min", None),
+                                            "max": getattr(root, "max", None), "example": _root_example(fn, size)})
+                g["axes"].append((i, axis, fn))
                 continue
             key = getattr(dim, "__name__", None) or f"input{i}.shape[{axis}]"
-            g = groups.setdefault(key, {"axes": [], "min": getattr(dim, "min", None), "max": getattr(dim, "max", None),
-                                        "example": int(arg.shape[axis])})
-            g["axes"].append((i, axis))
+            g = groups.setdefault(key, {"axes": [], "example": size})
+            g["min"], g["max"], g["example"] = getattr(dim, "min", None), getattr(dim, "max", None), size
+            g["axes"].append((i, axis, _identity))
     return groups, dynamic_axes
 
 
@@ -159,11 +186,21 @@ def probe_inputs(example_args: Any, dynamic_shapes: Any = None, *, seed: int = 0
             if size in seen:
                 continue
             seen.add(size)
-            shapes = [list(s) if s is not None else None for s in base_shapes]
-            for i, axis in g["axes"]:
-                shapes[i][axis] = size  # type: ignore[index]
-            args = _same_shape_args(example, [tuple(s) if s is not None else None for s in shapes], "random", gen)
+            shapes = _resized(base_shapes, g["axes"], size)
+            if shapes is None:
+                continue
+            args = _same_shape_args(example, shapes, "random", gen)
             probes.append(Probe(f"{name} = {size} ({why})", args))
+        plain = [a for a in g["axes"] if a[2] is _identity]
+        if len(plain) >= 2:
+            # Axes tied by one Dim, one step apart: the device runtime does not check the tie.
+            middle = (lo + hi) // 2
+            shapes = _resized(base_shapes, g["axes"], middle)
+            i, axis, _ = plain[-1]
+            if shapes is not None:
+                shapes[i] = tuple(middle + 1 if k == axis else n for k, n in enumerate(shapes[i]))
+                probes.append(Probe(f"{name} differs across tied axes: {middle} vs {middle + 1} (outside)",
+                                    _same_shape_args(example, shapes, "random", gen)))
 
     for i, arg in enumerate(example):
         if not isinstance(arg, torch.Tensor):
@@ -184,20 +221,60 @@ def probe_inputs(example_args: Any, dynamic_shapes: Any = None, *, seed: int = 0
     return probes
 
 
+def _resized(base_shapes: list[tuple[int, ...] | None], axes: list[tuple[int, int, Any]],
+             value: int) -> list[tuple[int, ...] | None] | None:
+    """The example shapes with every axis of a group set from the root ``value`` (None if invalid)."""
+    shapes = [list(s) if s is not None else None for s in base_shapes]
+    for i, axis, size_of in axes:
+        try:
+            size = int(size_of(value))
+        except Exception:  # noqa: BLE001
+            return None
+        if size < 0:
+            return None
+        shapes[i][axis] = size  # type: ignore[index]
+    return [tuple(s) if s is not None else None for s in shapes]
+
+
 def _groups_from_contract(contract: InputContract, example: tuple[Any, ...]):
     groups: dict[str, dict[str, Any]] = {}
+    derived: list[tuple[int, int, Any]] = []
     dynamic_axes: set[tuple[int, int]] = set()
     for i, spec in enumerate(contract.inputs):
         for axis, ax in enumerate(spec.axes):
             if ax.size is not None:
                 continue
             dynamic_axes.add((i, axis))
-            if ax.expr is not None or ax.dim is None:
+            if ax.dim is None:
+                continue
+            if ax.expr is not None:
+                derived.append((i, axis, ax))
                 continue
             hi = ax.max if ax.max is not None else ax.planned
             g = groups.setdefault(ax.dim, {"axes": [], "min": ax.min, "max": hi,
                                            "example": int(example[i].shape[axis])})
-            g["axes"].append((i, axis))
+            g["axes"].append((i, axis, _identity))
+    for i, axis, ax in derived:
+        expr = sympy.sympify(ax.expr)
+        symbols = sorted(expr.free_symbols, key=str)
+        if len(symbols) != 1:
+            continue
+        root = symbols[0]
+
+        def size_of(value: int, expr: Any = expr, root: Any = root) -> int:
+            return int(expr.subs(root, value))
+
+        if ax.dim not in groups:
+            def solve(size: int | None, expr: Any = expr, root: Any = root) -> int | None:
+                if size is None:
+                    return None
+                found = [v for v in sympy.solve(sympy.Eq(expr, size), root) if v.is_integer]
+                return int(found[0]) if found else None
+
+            hi = ax.max if ax.max is not None else ax.planned
+            groups[ax.dim] = {"axes": [], "min": solve(ax.min), "max": solve(hi),
+                              "example": solve(int(example[i].shape[axis])) or 1}
+        groups[ax.dim]["axes"].append((i, axis, size_of))
     return groups, dynamic_axes
 
 
@@ -395,8 +472,11 @@ class ParityReport:
     def __str__(self) -> str:
         lines = [f"parity of '{self.method}': {self.summary()}"]
         for r in self.rows:
-            lines.append(f"  {r.status:<11} {'in ' if r.within_contract else 'OUT'}  {r.label:<40} {r.shapes}"
-                         + (f"  max|Δ|={format_diff(r.max_abs_diff)}" if r.status == "diverge" else ""))
+            detail = ""
+            if r.status == "diverge":
+                detail = (f"  max|Δ|={format_diff(r.max_abs_diff)}" if r.max_abs_diff is not None
+                          else f"  {r.runtime_message}")
+            lines.append(f"  {r.status:<11} {'in ' if r.within_contract else 'OUT'}  {r.label:<40} {r.shapes}{detail}")
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:

@@ -113,3 +113,45 @@ def test_eager_error_rows_and_plain_tensor_inputs(static_config):
     assert [r.status for r in report] == ["eager_error", "match"]
     assert "RuntimeError" in report[0].eager_message
     assert report[0].label == "input 0"
+
+
+class EightWide(torch.nn.Module):
+    """Averages x (B, 8·k) in chunks of 8: only lengths that are a multiple of 8 are valid."""
+
+    def forward(self, x):
+        return x.reshape(x.shape[0], -1, 8).abs().mean(dim=2)
+
+
+def test_a_derived_dim_is_named_bounded_and_probed_through_its_root():
+    chunk = Dim("chunk", min=2, max=32)
+    x = torch.randn(2, 64, generator=G)
+    art = helpers.lower(EightWide(), (x,), dynamic_shapes={"x": {1: 8 * chunk}})
+    contract = art.input_contract()
+    assert contract.signature() == "forward(x: float32[2, 8*chunk∈[16,256]])"
+    for probes in (helpers.probe_inputs((x,), {"x": {1: 8 * chunk}}),
+                   helpers.probe_inputs((x,), contract=contract)):
+        sizes = {p.label: p.args[0].shape[1] for p in probes if p.label.startswith("chunk =")}
+        assert sizes == {"chunk = 2 (min)": 16, "chunk = 17 (middle)": 136, "chunk = 32 (max)": 256,
+                         "chunk = 33 (max+1, outside)": 264, "chunk = 1 (min-1, outside)": 8}
+    with pytest.raises(helpers.InputContractError, match="form 8\\*chunk"):
+        art.run(torch.randn(2, 20))
+
+
+def test_a_static_axis_next_to_a_dynamic_one_is_only_capacity_checked_by_the_runtime():
+    """The tensor is planned for 2×256 elements; a batch of 3×64 fits, so the device runs it."""
+    chunk = Dim("chunk", min=2, max=32)
+    x = torch.randn(2, 64, generator=G)
+    art = helpers.lower(EightWide(), (x,), dynamic_shapes={"x": {1: 8 * chunk}})
+    row = helpers.check_one(EightWide(), art, (torch.randn(3, 64, generator=G),))
+    assert not row.within_contract and row.silently_accepted and row.status == "diverge"
+    assert "shape" in row.runtime_message
+
+
+def test_tied_axes_get_a_mismatch_probe(token_pool):
+    model, art, example, dynamic = token_pool
+    probes = helpers.probe_inputs(example, dynamic)
+    (tie,) = [p for p in probes if "differs across tied axes" in p.label]
+    ids, mask = tie.args
+    assert ids.shape[1] + 1 == mask.shape[1]
+    row = helpers.check_one(model, art, tie.args)
+    assert not row.within_contract and "must equal ids axis 1" in row.contract_message
