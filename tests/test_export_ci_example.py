@@ -138,8 +138,8 @@ def program():
 def run_device(program, args):
     """Run like the device (no host checks). Returns outputs, or None when the runtime refuses."""
     with contextlib.redirect_stderr(io.StringIO()):  # the runtime logs its reason to stderr
-        try:
-            return program.load_method("forward").execute(list(args))
+        try:  # outputs live in the program's planned memory: copy them before the next call
+            return [o.clone() for o in program.load_method("forward").execute(list(args))]
         except RuntimeError:
             return None
 

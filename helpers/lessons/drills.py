@@ -135,7 +135,7 @@ def investigate(drill: Drill) -> Finding:
         evidence += [f"runtime: {row.runtime_message}"] if row.runtime_message else []
         evidence += [f"contract: {row.contract_message}"] if row.contract_message else []
         return Finding("input outside the export contract", evidence)
-    report = compare(reference, artifact, probe_inputs(example, contract=contract))
+    report = compare(reference, artifact, shapes.without_empty(probe_inputs(example, contract=contract)))
     diverging = shapes.real_divergences(report)
     if row.status == "diverge" or diverging:
         where = [f"device input {row.shapes}"] if row.status == "diverge" else []
@@ -171,8 +171,9 @@ def run_on_device(pte: str | Path, args: tuple[Any, ...], method: str = "forward
 
     with captured_output() as log:
         program = Runtime.get().load_program(Path(pte))
-        try:
-            outputs = program.load_method(method).execute(list(args))
+        try:  # copy the outputs: they live in the program's memory, which goes away with it
+            outputs = [o.clone() if isinstance(o, torch.Tensor) else o
+                       for o in program.load_method(method).execute(list(args))]
         except RuntimeError:
             outputs = None
     return outputs, runtime_log_lines(log.getvalue())

@@ -22,6 +22,7 @@ from helpers.lessons import drills, shapes
 from helpers.widgets import PredictThenReveal
 
 _ = torch.manual_seed(0)
+g = torch.Generator().manual_seed(0)  # every random input below comes from this generator
 pd.set_option("display.max_colwidth", 80)
 
 # %% [markdown]
@@ -201,7 +202,7 @@ finding = drills.check(by_name["bounded_camera"], my_answers["bounded_camera"])
 # %%
 loop_drill = drills.Drill(
     "batch_loop", "A per-item loop exported with batch 3; the device sends 4 items.",
-    lambda: (models.BatchLoop(), (torch.randn(3, 4),), None), lambda: (torch.randn(4, 4),),
+    lambda: (models.BatchLoop(), (torch.randn(3, 4, generator=g),), None), lambda: (torch.randn(4, 4, generator=g),),
     track="control flow")
 loop_finding = drills.investigate(loop_drill)  # computed now, so the widget only reveals it
 
