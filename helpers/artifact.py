@@ -29,8 +29,18 @@ class RuntimeRejectedError(RuntimeError):
         self.method = method
         self.error = error
         self.log = log
-        self.reason = "; ".join(log) if log else error
+        self.reason = _sentences(log) if log else error
         super().__init__(f"the ExecuTorch runtime refused method '{method}': {self.reason} [{_short_error(error)}]")
+
+
+def _sentences(lines: list[str]) -> str:
+    """Join log lines into readable prose: "A. B." rather than "A.; B"."""
+    parts = []
+    for line in lines:
+        line = line.strip().rstrip(";:").strip()
+        if line:
+            parts.append(line if line[-1] in ".!?)" else line + ".")
+    return " ".join(parts)
 
 
 def _short_error(error: str) -> str:
@@ -110,6 +120,12 @@ class DelegationReport:
 
 
 # ----- the artifact -------------------------------------------------------------------------------
+# Every program loaded in this process stays loaded until the process ends. Freeing one while a
+# method, a MethodMeta or the delegate's caches still point into it is a use-after-free in the
+# runtime bindings (seen as rare segfaults and XNNPACK "invalid_state" errors in *other* programs);
+# a lesson's programs are a few kilobytes, so keeping them is the safe trade.
+_LIVE_PROGRAMS: list[Any] = []
+
 class PteArtifact:
     """A ``.pte`` program loaded in the ExecuTorch runtime, plus its recorded metadata."""
 
@@ -121,6 +137,7 @@ class PteArtifact:
         self._meta = meta
         with captured_output():  # the runtime's first start prints CPU-probing chatter
             self._program = Runtime.get().load_program(self._pte)
+        _LIVE_PROGRAMS.append(self._program)
         self._loaded: dict[str, Any] = {}
         self._contracts = {m: InputContract.from_dict(d["contract"]) for m, d in meta["methods"].items()}
 
@@ -210,6 +227,7 @@ class PteArtifact:
         Raises :class:`RuntimeRejectedError` with the runtime's message when it refuses.
         """
         m = self._method(method)
+        self._refuse_undefined_behaviour(method, args)
         with captured_output() as log:
             try:
                 outs = m.execute(list(args))
@@ -222,6 +240,35 @@ class PteArtifact:
         if len(outs) != self._info(method)["runtime_outputs"]:
             return tuple(outs)
         return tuple(outs[i] for i in picks)
+
+    def _refuse_undefined_behaviour(self, method: str, args: tuple[Any, ...]) -> None:
+        """The inputs ``run_raw`` refuses before the runtime sees them (ExecuTorch 1.5.1 + XNNPACK).
+
+        On a method with a dynamic axis, the runtime checks only rank and element capacity, so it
+        hands the XNNPACK delegate inputs whose shapes contradict each other: two axes that share a
+        ``Dim`` but differ, a changed static axis next to a dynamic one, or a zero-size tensor. The
+        delegate's shape propagation then fails or reads uninitialised sizes, and a failed reshape
+        leaves process-wide XNNPACK state broken: programs loaded *afterwards* fail with
+        ``xnn_status_invalid_state`` (or the process crashes). That is undefined behaviour on a
+        device too, so an app must refuse such inputs itself; here they are refused on the host
+        with this explanation instead of poisoning the rest of the session. Inputs the runtime
+        refuses by itself, and sizes merely below a ``Dim``'s min, still go to the runtime.
+        """
+        info = self._info(method)
+        contract = self.input_contract(method)
+        if info["delegated_subgraphs"] == 0 or all(ax.size is not None for i in contract.inputs for ax in i.axes):
+            return
+        empty = any(isinstance(a, torch.Tensor) and a.numel() == 0 for a in args)
+        dynamic_inputs = {i.name for i in contract.inputs if any(ax.size is None for ax in i.axes)}
+        risky = [v for v in contract.violations(args)
+                 if v.kind == "tie" or (v.kind == "static" and v.input in dynamic_inputs)]
+        if not (empty or risky):
+            return
+        what = "a zero-size input" if empty else risky[0].describe().split(". Fix:")[0]
+        raise RuntimeRejectedError(method, "refused before the runtime (undefined behaviour)", [
+            f"refused on the host: {what}. The runtime would pass it to the XNNPACK delegate (it checks only "
+            "rank and capacity), whose failed reshape leaves process-wide state broken: undefined behaviour, "
+            "so an app must refuse it first"])
 
     def run(self, *args: Any, method: str = "forward") -> tuple[Any, ...]:
         """Check ``args`` against the input contract, then run.

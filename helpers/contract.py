@@ -87,6 +87,17 @@ class Violation:
     fix: str
     dim: str | None = None
 
+    @property
+    def kind(self) -> str:
+        """tie · static · below_min · above_max · derived · dtype · rank · type · count · constant."""
+        for prefix, kind in (("must equal", "tie"), ("static size", "static"), ("below", "below_min"),
+                             ("above", "above_max"), ("must be of the form", "derived"), ("derived", "derived"),
+                             ("wrong dtype", "dtype"), ("wrong rank", "rank"), ("not a tensor", "type"),
+                             ("wrong number", "count")):
+            if self.problem.startswith(prefix):
+                return kind
+        return "constant"
+
     def describe(self) -> str:
         where = self.input if self.axis is None else f"{self.input} axis {self.axis}"
         dim = f" (Dim '{self.dim}')" if self.dim else ""

@@ -22,7 +22,7 @@ import torch
 
 from . import cache
 from ._quiet import captured_output, import_executorch_quietly, runtime_log_lines
-from .artifact import PteArtifact, RuntimeRejectedError
+from .artifact import _LIVE_PROGRAMS, PteArtifact, RuntimeRejectedError
 from .contract import contract_from_export
 
 __all__ = ["lower", "lower_methods", "BACKENDS"]
@@ -186,12 +186,14 @@ def _build(methods: dict[str, tuple[torch.nn.Module, tuple[Any, ...], Any]], bac
 
     with captured_output():
         loaded = Runtime.get().load_program(pte)
+    _LIVE_PROGRAMS.append(loaded)  # never freed: see artifact._LIVE_PROGRAMS
     meta: dict[str, Any] = {"key": key, "backend": backend, "methods": {}, "method_order": list(methods)}
     for name, (model, args, dynamic) in methods.items():
         ep = exported[name]
         with captured_output() as log:
             try:
-                method_meta = loaded.load_method(name).metadata
+                loaded_method = loaded.load_method(name)  # keep it (and the program) alive while reading
+                method_meta = loaded_method.metadata
             except Exception as exc:  # e.g. a kernel this runtime does not have
                 raise RuntimeRejectedError(name, str(exc), runtime_log_lines(log.getvalue())) from None
             planned: list[tuple[int, ...] | None] = []

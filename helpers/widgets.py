@@ -83,6 +83,7 @@ class ParityExplorer:
         self.widget = w.VBox(header + [w.HBox(list(controls.values())), self.output])
         self.widget.add_class("exportlab-explorer")
         self.row: ParityRow | None = None
+        self._holding = False
         for control in controls.values():
             control.observe(self._on_change, names="value")
         self.refresh()
@@ -91,7 +92,8 @@ class ParityExplorer:
         return {name: control.value for name, control in self.controls.items()}
 
     def _on_change(self, _change: dict[str, Any]) -> None:
-        self.refresh()
+        if not self._holding:  # set() refreshes once after changing several controls
+            self.refresh()
 
     def refresh(self) -> ParityRow:
         """Recompute the verdict for the current control values."""
@@ -110,11 +112,13 @@ class ParityExplorer:
         unknown = set(values) - set(self.controls)
         if unknown:
             raise KeyError(f"no control named {sorted(unknown)}; controls are {sorted(self.controls)}")
-        with self.output.hold_trait_notifications():
+        self._holding = True
+        try:
             for name, value in values.items():
                 self.controls[name].value = value
-        assert self.row is not None
-        return self.row
+        finally:
+            self._holding = False
+        return self.refresh()
 
     @property
     def verdict(self) -> str:

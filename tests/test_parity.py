@@ -138,13 +138,17 @@ def test_a_derived_dim_is_named_bounded_and_probed_through_its_root():
 
 
 def test_a_static_axis_next_to_a_dynamic_one_is_only_capacity_checked_by_the_runtime():
-    """The tensor is planned for 2×256 elements; a batch of 3×64 fits, so the device runs it."""
+    """Planned for 2×256 elements, a batch of 3×64 fits: the portable runtime runs it, silently."""
     chunk = Dim("chunk", min=2, max=32)
     x = torch.randn(2, 64, generator=G)
-    art = helpers.lower(EightWide(), (x,), dynamic_shapes={"x": {1: 8 * chunk}})
-    row = helpers.check_one(EightWide(), art, (torch.randn(3, 64, generator=G),))
+    portable = helpers.lower(EightWide(), (x,), dynamic_shapes={"x": {1: 8 * chunk}}, backend="portable")
+    row = helpers.check_one(EightWide(), portable, (torch.randn(3, 64, generator=G),))
     assert not row.within_contract and row.silently_accepted and row.status == "diverge"
     assert "shape" in row.runtime_message
+    # With XNNPACK the same input would reach the delegate's reshape: run_raw refuses it up front.
+    delegated = helpers.lower(EightWide(), (x,), dynamic_shapes={"x": {1: 8 * chunk}})
+    row = helpers.check_one(EightWide(), delegated, (torch.randn(3, 64, generator=G),))
+    assert row.status == "rejected" and "refused on the host" in row.runtime_message
 
 
 def test_tied_axes_get_a_mismatch_probe(token_pool):
@@ -155,3 +159,28 @@ def test_tied_axes_get_a_mismatch_probe(token_pool):
     assert ids.shape[1] + 1 == mask.shape[1]
     row = helpers.check_one(model, art, tie.args)
     assert not row.within_contract and "must equal ids axis 1" in row.contract_message
+    assert row.status == "eager_error"  # eager refuses too: (1, 33, 8) * (1, 34, 1) does not broadcast
+    assert "undefined behaviour" in row.runtime_message  # and the raw run never reached XNNPACK
+
+
+def test_contradictory_shapes_never_reach_xnnpack_and_poison_later_programs(token_pool):
+    """Regression: below-min then a tie mismatch used to break every XNNPACK program loaded afterwards."""
+    model, art, example, dynamic = token_pool
+    probes = {p.label: p for p in helpers.probe_inputs(example, dynamic)}
+    for label in ("seq = 1 (min-1, outside)", "seq differs across tied axes: 33 vs 34 (outside)",
+                  "input 0 axis 0 = 2 (static 1+1, outside)", "seq differs across tied axes: 33 vs 34 (outside)"):
+        helpers.check_one(model, art, probes[label].args)
+    fresh = M.TinyVision(seed=9)
+    x = torch.randn(1, 3, 24, 24, generator=G)
+    assert helpers.check_one(fresh, helpers.lower(fresh, (x,)), (x,)).status == "match"
+
+
+def test_extreme_inputs_do_not_read_as_divergence_but_real_differences_do():
+    model = M.TinyVision()
+    x = torch.randn(1, 3, 32, 32, generator=G)
+    art = helpers.lower(model, (x,))
+    extremes = torch.where(torch.rand(1, 3, 32, 32, generator=G) > 0.5, 1e4, -1e4)
+    assert helpers.check_one(model, art, (extremes,)).status == "match"
+    other = M.TinyVision(seed=1)  # other weights: a real difference at every magnitude
+    assert helpers.check_one(other, art, (extremes,)).status == "diverge"
+    assert helpers.check_one(other, art, (x,)).status == "diverge"

@@ -81,3 +81,12 @@ def test_check_prediction_prints_the_verdict(capsys):
     assert check_prediction("match", "rejected", "export fixed the batch") is False
     out = capsys.readouterr().out
     assert "✓ right" in out and "✗ not quite" in out and "export fixed the batch" in out
+
+
+def test_set_refreshes_once_for_several_controls(static_config):
+    explorer = build(static_config)
+    calls = []
+    original = explorer.refresh
+    explorer.refresh = lambda: calls.append(1) or original()
+    explorer.set(batch=3, sign=-1.0)
+    assert len(calls) == 1 and explorer.verdict == "rejected"

@@ -289,6 +289,9 @@ def _explain_shape(row: ParityRow, size: int, flag: bool, scalar: int) -> str:
     if row.status == "diverge":
         return ("frames = 1 is inside the declared range, but export decided `x.shape[1] > 1` once, while "
                 "tracing, and kept no guard: the .pte normalises a single frame (its std is NaN); eager skips it.")
+    if row.status == "rejected" and size < 1:
+        return ("an empty clip is below the Dim's min (1). The runtime would not check that, and on a delegated "
+                "program with a dynamic axis an empty input is undefined behaviour, so it is refused on the host.")
     if row.status == "rejected":
         return f"frames = {size} is above the Dim's max (8): the memory plan has no room for it."
     if not row.within_contract:
