@@ -39,7 +39,7 @@ def _sentences(lines: list[str]) -> str:
     for line in lines:
         line = line.strip().rstrip(";:").strip()
         if line:
-            parts.append(line if line[-1] in ".!?)" else line + ".")
+            parts.append(line if line[-1] in ".!?" else line + ".")
     return " ".join(parts)
 
 
@@ -244,30 +244,32 @@ class PteArtifact:
     def _refuse_undefined_behaviour(self, method: str, args: tuple[Any, ...]) -> None:
         """The inputs ``run_raw`` refuses before the runtime sees them (ExecuTorch 1.5.1 + XNNPACK).
 
-        On a method with a dynamic axis, the runtime checks only rank and element capacity, so it
-        hands the XNNPACK delegate inputs whose shapes contradict each other: two axes that share a
-        ``Dim`` but differ, a changed static axis next to a dynamic one, or a zero-size tensor. The
-        delegate's shape propagation then fails or reads uninitialised sizes, and a failed reshape
-        leaves process-wide XNNPACK state broken: programs loaded *afterwards* fail with
-        ``xnn_status_invalid_state`` (or the process crashes). That is undefined behaviour on a
-        device too, so an app must refuse such inputs itself; here they are refused on the host
-        with this explanation instead of poisoning the rest of the session. Inputs the runtime
-        refuses by itself, and sizes merely below a ``Dim``'s min, still go to the runtime.
+        On a method with a dynamic axis the runtime checks only rank and element capacity, so it
+        hands the XNNPACK delegate shapes that contradict each other: two axes that share a
+        ``Dim`` but differ, a static axis changed on one of several inputs, or a zero-size tensor.
+        The delegate then reads uninitialised sizes or fails its shape propagation, and such a
+        failure can leave process-wide XNNPACK state broken: programs loaded *afterwards* fail with
+        ``xnn_status_invalid_state``, or the process crashes. That is undefined behaviour on a
+        device too, so an app must refuse these inputs itself; here they are refused on the host,
+        with this explanation, instead of poisoning the rest of the session. Everything else
+        (a size below a ``Dim``'s min, a changed static axis on a single input, anything the
+        runtime refuses by itself) still goes to the runtime.
         """
         info = self._info(method)
         contract = self.input_contract(method)
         if info["delegated_subgraphs"] == 0 or all(ax.size is not None for i in contract.inputs for ax in i.axes):
             return
-        empty = any(isinstance(a, torch.Tensor) and a.numel() == 0 for a in args)
-        dynamic_inputs = {i.name for i in contract.inputs if any(ax.size is None for ax in i.axes)}
-        risky = [v for v in contract.violations(args)
-                 if v.kind == "tie" or (v.kind == "static" and v.input in dynamic_inputs)]
-        if not (empty or risky):
-            return
-        what = "a zero-size input" if empty else risky[0].describe().split(". Fix:")[0]
+        if any(isinstance(a, torch.Tensor) and a.numel() == 0 for a in args):
+            what = "a zero-size input"
+        else:
+            several = sum(i.kind == "tensor" for i in contract.inputs) > 1
+            risky = [v for v in contract.violations(args) if v.kind == "tie" or (several and v.kind == "static")]
+            if not risky:
+                return
+            what = risky[0].describe().split(". Fix:")[0]
         raise RuntimeRejectedError(method, "refused before the runtime (undefined behaviour)", [
             f"refused on the host: {what}. The runtime would pass it to the XNNPACK delegate (it checks only "
-            "rank and capacity), whose failed reshape leaves process-wide state broken: undefined behaviour, "
+            "rank and capacity), whose failed reshape can leave process-wide state broken: undefined behaviour, "
             "so an app must refuse it first"])
 
     def run(self, *args: Any, method: str = "forward") -> tuple[Any, ...]:

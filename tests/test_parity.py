@@ -138,17 +138,15 @@ def test_a_derived_dim_is_named_bounded_and_probed_through_its_root():
 
 
 def test_a_static_axis_next_to_a_dynamic_one_is_only_capacity_checked_by_the_runtime():
-    """Planned for 2×256 elements, a batch of 3×64 fits: the portable runtime runs it, silently."""
+    """Planned for 2×256 elements, a batch of 3×64 fits: the runtime runs it, silently and wrongly
+    (the reshape kept the exported batch of 2)."""
     chunk = Dim("chunk", min=2, max=32)
     x = torch.randn(2, 64, generator=G)
-    portable = helpers.lower(EightWide(), (x,), dynamic_shapes={"x": {1: 8 * chunk}}, backend="portable")
-    row = helpers.check_one(EightWide(), portable, (torch.randn(3, 64, generator=G),))
-    assert not row.within_contract and row.silently_accepted and row.status == "diverge"
-    assert "shape" in row.runtime_message
-    # With XNNPACK the same input would reach the delegate's reshape: run_raw refuses it up front.
-    delegated = helpers.lower(EightWide(), (x,), dynamic_shapes={"x": {1: 8 * chunk}})
-    row = helpers.check_one(EightWide(), delegated, (torch.randn(3, 64, generator=G),))
-    assert row.status == "rejected" and "refused on the host" in row.runtime_message
+    for backend in ("portable", "xnnpack"):
+        art = helpers.lower(EightWide(), (x,), dynamic_shapes={"x": {1: 8 * chunk}}, backend=backend)
+        row = helpers.check_one(EightWide(), art, (torch.randn(3, 64, generator=G),))
+        assert not row.within_contract and row.silently_accepted and row.status == "diverge", backend
+        assert row.pte_output[0].shape == (2, 12) and row.eager_output[0].shape == (3, 8)
 
 
 def test_tied_axes_get_a_mismatch_probe(token_pool):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -46,6 +47,25 @@ def _stable_ids(nb: nbformat.NotebookNode, previous: nbformat.NotebookNode | Non
         used.add(cid)
 
 
+_CARRIAGE_RETURN = re.compile(r"^.*\r(?=[^\n])", re.MULTILINE)
+
+
+def _settle_streams(outputs: list) -> list:
+    """Merge adjacent stream outputs and keep only what a progress line (``\r``) finally shows,
+    so a cold run (with progress steps) and a cached run store the same text."""
+    settled: list = []
+    for out in outputs:
+        if (out.get("output_type") == "stream" and settled and settled[-1].get("output_type") == "stream"
+                and settled[-1]["name"] == out["name"]):
+            settled[-1]["text"] += out["text"]
+        else:
+            settled.append(out)
+    for out in settled:
+        if out.get("output_type") == "stream":
+            out["text"] = _CARRIAGE_RETURN.sub("", out["text"]).replace("\r\n", "\n").lstrip("\r")
+    return settled
+
+
 def _clean(nb: nbformat.NotebookNode) -> None:
     nb.metadata = {
         "kernelspec": {"display_name": "Python 3 (exportlab)", "language": "python", "name": "python3"},
@@ -54,6 +74,7 @@ def _clean(nb: nbformat.NotebookNode) -> None:
     for cell in nb.cells:
         cell.metadata = {}
         if cell.cell_type == "code":
+            cell.outputs = _settle_streams(cell.get("outputs", []))
             for out in cell.get("outputs", []):
                 out.pop("metadata", None) if out.get("output_type") == "stream" else None
                 if "metadata" in out:

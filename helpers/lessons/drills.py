@@ -135,8 +135,8 @@ def investigate(drill: Drill) -> Finding:
         evidence += [f"runtime: {row.runtime_message}"] if row.runtime_message else []
         evidence += [f"contract: {row.contract_message}"] if row.contract_message else []
         return Finding("input outside the export contract", evidence)
-    report = compare(reference, artifact, shapes.without_empty(probe_inputs(example, contract=contract)))
-    diverging = shapes.real_divergences(report)
+    report = compare(reference, artifact, probe_inputs(example, contract=contract))
+    diverging = [r for r in report if r.within_contract and r.status == "diverge"]
     if row.status == "diverge" or diverging:
         where = [f"device input {row.shapes}"] if row.status == "diverge" else []
         where += [r.label for r in diverging]

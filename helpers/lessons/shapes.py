@@ -14,7 +14,6 @@ and what dynamic shapes cost.
 
 from __future__ import annotations
 
-import math
 import statistics
 import tempfile
 import time
@@ -35,7 +34,7 @@ from ..parity import ParityReport, ParityRow
 __all__ = [
     "VISION_SIZE", "CAMERA_RESOLUTIONS", "camera_frame", "vision_program", "read_signature", "memory_plan",
     "plot_memory_plan", "FrameTokens",
-    "MethodSignature", "real_divergences", "without_empty", "inside_summary", "camera_explorer", "widget_demo", "dim_modes", "ChunkMean", "ChunkedMean", "HalfDiff", "TinySegmenter",
+    "MethodSignature", "inside_summary", "camera_explorer", "widget_demo", "dim_modes", "ChunkMean", "ChunkedMean", "HalfDiff", "TinySegmenter",
     "segmenter_program", "arena_vs_max", "median_latency_ms",
 ]
 
@@ -198,42 +197,6 @@ def _camera_explanation(row: ParityRow, resolution: tuple[int, int], preprocess:
     if row.status == "match":
         return "This is the one shape the export recorded: accepted, and it matches eager."
     return ""
-
-
-def real_divergences(report: ParityReport, rel: float = 1e-5) -> list[ParityRow]:
-    """Rows inside the contract that diverge by more than float32 rounding at the output's scale.
-
-    ``compare`` uses a fixed tolerance (1e-4). The "extremes" probe feeds ±10⁴, so a conv's outputs
-    reach ~10⁴ and a different summation order (XNNPACK vs eager) moves them by ~10⁻³: seven
-    significant digits, i.e. rounding, not a bug. A row counts here when its difference exceeds
-    ``rel`` × the largest eager output (or is NaN / a shape mismatch).
-    """
-    found = []
-    for row in report:
-        if not row.within_contract or row.status != "diverge":
-            continue
-        scale = max([float(t.detach().abs().max()) for t in (row.eager_output or ()) if isinstance(t, torch.Tensor)
-                     and t.numel() and t.is_floating_point()] + [1.0])
-        d = row.max_abs_diff
-        if d is None or math.isnan(d) or d > rel * scale:
-            found.append(row)
-    return found
-
-
-def without_empty(probes: Sequence[Any]) -> list[Any]:
-    """Drop probes with a zero-size tensor.
-
-    On a program with a dynamic input, a zero-size tensor passes the runtime's capacity check and
-    the XNNPACK delegate then reads an uninitialized size ("Size must be non-negative, got
-    -420931648"): the outcome changes from run to run, and reading garbage may crash the process.
-    Test empty inputs on the host side (the contract refuses them) instead.
-    """
-    out = []
-    for p in probes:
-        args = p.args if hasattr(p, "args") else (p if isinstance(p, tuple) else (p,))
-        if not any(isinstance(a, torch.Tensor) and a.numel() == 0 for a in args):
-            out.append(p)
-    return out
 
 
 def inside_summary(report: ParityReport) -> str:

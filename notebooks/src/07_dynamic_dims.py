@@ -94,8 +94,11 @@ err = helpers.show_error(token_art.run_raw, long_ids, long_mask)
 
 # %% [markdown]
 # Below `min` it does not (the trap above). And the tie between `ids` and `mask`? Export stated it, but
-# the runtime does not check it either. Here a kernel happens to fail later, deep inside XNNPACK, with a
-# message that says nothing about your contract:
+# the runtime does not check it either: it would hand both lengths to the XNNPACK delegate, whose shape
+# propagation fails on them. In ExecuTorch 1.5.1 such a failure can leave process-wide XNNPACK state broken
+# (programs loaded *afterwards* fail too): undefined behaviour, on a phone as much as here. So `run_raw`,
+# which otherwise does exactly what the device does, refuses this class of input before the runtime, and
+# says why:
 
 # %%
 err = helpers.show_error(token_art.run_raw, torch.randint(0, 32, (1, 10), generator=g), torch.ones(1, 12))
@@ -224,7 +227,7 @@ print("derived Dim, T = 8, 12, 36, 64:", chunk_report.summary())
 L = Dim("L", min=1, max=16)
 chunked_art = helpers.lower(shapes.ChunkedMean(), (x.view(2, 4, 8),), dynamic_shapes={"x": {2: L}})
 chunked_report = helpers.compare(shapes.ChunkedMean(), chunked_art,
-                                 shapes.without_empty(helpers.probe_inputs((x.view(2, 4, 8),), {"x": {2: L}})))
+                                 helpers.probe_inputs((x.view(2, 4, 8),), {"x": {2: L}}))
 print("rewrite, probes at L = 1, 8, 16 (and beyond):", shapes.inside_summary(chunked_report))
 
 # %% [markdown]
@@ -295,11 +298,11 @@ print(quiz.actual)
 # For the token model with its shared, bounded `Dim`: every bound's edge (1, 64), the middle, values of
 # every kind — and the probes just outside (65 tokens; a static axis nudged). Inside the contract: all
 # match. Outside: each probe is refused by the runtime, by eager, or by the host-side check in `art.run`.
-# (Zero-size probes are left out with `shapes.without_empty`: on a dynamic program the XNNPACK delegate reads an
-# uninitialized size for them, so the outcome is random. The host-side check refuses them.)
+# (A zero-size probe is refused before the runtime: on a delegated program with a dynamic axis the XNNPACK
+# delegate would read an uninitialised size for it.)
 
 # %%
-probes = shapes.without_empty(helpers.probe_inputs((ids, mask), {"ids": {1: seq}, "mask": {1: seq}}))
+probes = helpers.probe_inputs((ids, mask), {"ids": {1: seq}, "mask": {1: seq}})
 report = helpers.compare(token_model, token_art, probes)
 report
 
@@ -316,7 +319,7 @@ def refused_on_host(art, args):
 
 assert report.ok_within_contract, report
 assert all(refused_on_host(token_art, p.args) for p, r in zip(probes, report) if not r.within_contract)
-clip_report = helpers.compare(clip_model, clip_art, shapes.without_empty(helpers.probe_inputs((clip,), {"x": {1: frames}})))
+clip_report = helpers.compare(clip_model, clip_art, helpers.probe_inputs((clip,), {"x": {1: frames}}))
 assert clip_report.ok_within_contract and refused_on_host(clip_art, (one_frame,)), clip_report
 print(report.summary())
 print(clip_report.summary())
@@ -326,8 +329,9 @@ print(clip_report.summary())
 # - `dynamic_shapes={"input": {axis: Dim("name", min=…, max=…)}}`: the name documents the axis, the range is the
 #   contract. One `Dim` object on two inputs asserts the axes are equal.
 # - An example outside the range fails at export. On the device, above `max` (beyond the planned capacity) is
-#   refused; **below `min`, a broken tie, or an axis above its `max` that still fits the capacity run silently**:
-#   ExecuTorch stripped export's asserts and checks only rank and element capacity.
+#   refused; **below `min`, or an axis above its `max` that still fits the capacity, runs silently**, and a broken
+#   tie reaches the delegate (undefined behaviour): ExecuTorch stripped export's asserts and checks only rank and
+#   element capacity.
 # - So the app checks the contract on the host (`art.run` shows how), and parity tests probe `min`, `max` and
 #   one step beyond each.
 # - `Dim.AUTO`/`DYNAMIC` are for exploring; without a `max`, ExecuTorch plans the axis at the example's size.
