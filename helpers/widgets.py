@@ -83,6 +83,7 @@ class ParityExplorer:
         self.widget = w.VBox(header + [w.HBox(list(controls.values())), self.output])
         self.widget.add_class("exportlab-explorer")
         self.row: ParityRow | None = None
+        self.refreshes = 0
         self._holding = False
         for control in controls.values():
             control.observe(self._on_change, names="value")
@@ -104,7 +105,8 @@ class ParityExplorer:
         model = self.model_for(**values) if self.model_for else self.model
         self.row = check_one(model, self.artifact, args, method=self.method)
         explanation = self.explain(self.row, **values) if self.explain else ""
-        self.output.value = render_row(self.row, explanation)
+        self.refreshes += 1  # every interaction re-renders, even when the verdict text is unchanged
+        self.output.value = f"<div data-refresh='{self.refreshes}'>{render_row(self.row, explanation)}</div>"
         return self.row
 
     def set(self, **values: Any) -> ParityRow:

@@ -160,6 +160,7 @@ class DoctorExplorer:
         self.widget = w.VBox([self.controls["model"], self.output])
         self.widget.add_class("exportlab-explorer")
         self.report: DoctorReport = self.reports[first]
+        self.refreshes = 0
         self.controls["model"].observe(self._on_change, names="value")
         self.refresh()
 
@@ -171,7 +172,8 @@ class DoctorExplorer:
         self.report = self.reports[name]
         story = self.stories.get(name, "")
         lead = f"<p><i>{html.escape(story)}</i></p>" if story else ""
-        self.output.value = lead + self.report.to_html()
+        self.refreshes += 1  # every interaction re-renders, even when the same report is picked again
+        self.output.value = f"<div data-refresh='{self.refreshes}'>{lead}{self.report.to_html()}</div>"
         return self.report
 
     def set(self, **values: Any) -> DoctorReport:

@@ -188,10 +188,12 @@ for name, (model, args, dynamic, backend) in cases.items():
 # runtime loaded the program?
 
 # %%
+sort_diagnosis = helpers.diagnose_export(cf.SortValues(), (torch.randn(5),), backend="portable")
+
+
 def reveal_sort_stage():
-    d = helpers.diagnose_export(cf.SortValues(), (torch.randn(5),), backend="portable")
-    return d.stage, ("export and lowering accept aten.sort; the runtime in this build has no kernel for "
-                     "aten::sort.values, so loading the program fails.")
+    return sort_diagnosis.stage, ("export and lowering accept aten.sort; the runtime in this build has no "
+                                  "kernel for aten::sort.values, so loading the program fails.")
 
 
 quiz = PredictThenReveal("torch.sort on the portable backend fails at…", ["export", "lower", "load"],

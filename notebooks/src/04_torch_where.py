@@ -142,12 +142,14 @@ _ = check_prediction(my_prediction, executed, "`where` needs both operands, so t
 # %% [markdown]
 # ### Predict, then reveal: which is faster when the heavy side is taken?
 #
-# The reveal measures both programs live on this machine.
+# Both programs are timed on this machine in the next cell (before you answer); the reveal shows the result.
 
 # %%
+t_where = fx.latency_ms(art_heavy_where, heavy_side, repeats=30)  # measured once, before you answer
+t_cond = fx.latency_ms(art_heavy_cond, heavy_side, repeats=30)
+
+
 def reveal_heavy_side():
-    t_where = fx.latency_ms(art_heavy_where, heavy_side, repeats=30)
-    t_cond = fx.latency_ms(art_heavy_cond, heavy_side, repeats=30)
     winner = "torch.where" if t_where < t_cond else "torch.cond"
     return winner, (f"where {t_where:.3f} ms vs cond {t_cond:.3f} ms: the MLP on XNNPACK (where) against the same "
                     "MLP on portable kernels inside a cond branch.")

@@ -65,6 +65,8 @@ class LabServer:
     def start(self, timeout: float = 90) -> LabServer:
         notebooks = self.root / "notebooks"
         shutil.copytree(ROOT / "notebooks", notebooks, ignore=shutil.ignore_patterns("src", ".ipynb_checkpoints"))
+        for sibling in ("tests", "helpers", "benchmarks", "pyproject.toml"):  # lessons read ../tests/... etc.
+            (self.root / sibling).symlink_to(ROOT / sibling)
         env = dict(os.environ)
         env.setdefault("EXPORTLAB_CACHE_DIR", str(ROOT / ".cache" / "exportlab"))
         env["JUPYTER_RUNTIME_DIR"] = str(self.root / "runtime")
