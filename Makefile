@@ -33,7 +33,7 @@ lab: $(STAMP)
 test: $(STAMP)
 	bash tools/ensure_chromium.sh
 	$(MAKE) --no-print-directory lint sync-check
-	$(BIN)/python -m pytest -q tests notebooks --nbval --nbval-current-env \
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder tests notebooks --nbval --nbval-current-env \
 		--nbval-sanitize-with tests/sanitize.cfg --nbval-cell-timeout=900 -p no:randomly
 
 unit: $(STAMP)
@@ -47,7 +47,7 @@ browser: $(STAMP)
 	$(BIN)/python -m pytest -q tests/browser
 
 lint: $(STAMP)
-	$(BIN)/ruff check helpers tests benchmarks tools notebooks
+	$(BIN)/ruff check helpers tests benchmarks tools notebooks conftest.py
 
 sync-check: $(STAMP)
 	$(BIN)/python tools/notebooks.py check

@@ -12,11 +12,17 @@ Entries are a ``<key>.pte`` plus a ``<key>.json`` written atomically (temporary 
 ``os.replace``); the JSON records the ``.pte``'s size and SHA-256, so a truncated or corrupt
 entry is detected, deleted and rebuilt rather than loaded. The location is
 ``$EXPORTLAB_CACHE_DIR`` or ``~/.cache/exportlab``.
+
+Several processes may share the cache (the kernels of a test run, a JupyterLab session):
+:func:`build_lock` lets one of them build an entry while the others wait and then load it,
+instead of all building the same program at once.
 """
 
 from __future__ import annotations
 
+import contextlib
 import enum
+import fcntl
 import hashlib
 import json
 import os
@@ -25,13 +31,14 @@ import re
 import sys
 import tempfile
 import types
+from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import torch
 
-__all__ = ["cache_dir", "fingerprint", "load_entry", "store_entry", "clear_cache"]
+__all__ = ["cache_dir", "fingerprint", "load_entry", "store_entry", "build_lock", "clear_cache"]
 
 FORMAT_VERSION = "3"
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
@@ -48,8 +55,8 @@ def cache_dir() -> Path:
 def clear_cache() -> int:
     """Delete every cached entry; return how many files were removed."""
     removed = 0
-    for entry in cache_dir().glob("*"):
-        if entry.suffix in {".pte", ".json", ".tmp"}:
+    for entry in [*cache_dir().glob("*"), *cache_dir().glob("locks/*")]:
+        if entry.suffix in {".pte", ".json", ".tmp", ".lock"}:
             entry.unlink(missing_ok=True)
             removed += 1
     return removed
@@ -278,3 +285,20 @@ def load_entry(key: str) -> tuple[bytes, dict[str, Any]] | None:
         meta_path.unlink(missing_ok=True)
         return None
     return pte, meta
+
+
+@contextlib.contextmanager
+def build_lock(key: str) -> Iterator[None]:
+    """Hold the cache-wide lock for building entry ``key`` (an advisory ``flock`` on a lock file).
+
+    Another process building the same entry makes this wait; afterwards call :func:`load_entry`
+    again before building. The lock is released when the block ends, or when the process dies.
+    """
+    locks = cache_dir() / "locks"
+    locks.mkdir(exist_ok=True)
+    with open(locks / f"{key}.lock", "a") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)

@@ -239,20 +239,22 @@ def lower_methods(methods: Mapping[str, Any], *, backend: str = "xnnpack") -> Pt
         progress.done("ready")
         return _MEMORY[memory_key]
     stored = cache.load_entry(key)
-    if stored is not None:
-        artifact = PteArtifact(*stored)
-    else:
-        progress.step("starting")
-        try:
-            # Tracing may draw random numbers; a cold build must leave the caller's RNG exactly as a
-            # cache hit does, or printed values would depend on the cache state.
-            with torch.random.fork_rng(devices=[]):
-                pte, meta = _build(normalised, backend, key, progress)
-        except BaseException as exc:
-            progress.fail(exc)
-            raise
-        cache.store_entry(key, pte, meta)
-        artifact = PteArtifact(pte, meta)
+    if stored is None:
+        with cache.build_lock(key):  # another process may be building this very program
+            stored = cache.load_entry(key)
+            if stored is None:
+                progress.step("starting")
+                try:
+                    # Tracing may draw random numbers; a cold build must leave the caller's RNG exactly
+                    # as a cache hit does, or printed values would depend on the cache state.
+                    with torch.random.fork_rng(devices=[]):
+                        pte, meta = _build(normalised, backend, key, progress)
+                except BaseException as exc:
+                    progress.fail(exc)
+                    raise
+                cache.store_entry(key, pte, meta)
+                stored = (pte, meta)
+    artifact = PteArtifact(*stored)
     _MEMORY[memory_key] = artifact
     progress.done("ready")
     return artifact

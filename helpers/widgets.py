@@ -153,6 +153,7 @@ class PredictThenReveal:
                               self.result])
         self.correct: bool | None = None
         self.actual: str | None = None
+        self.reveals = 0
 
     def _show(self) -> None:
         actual, explanation = self.reveal_fn()
@@ -164,8 +165,10 @@ class PredictThenReveal:
         else:
             self.correct = picked == actual
             verdict = "✓ right" if self.correct else f"✗ you predicted {html.escape(str(picked))}"
-        self.result.value = (f"<span class='exportlab-verdict' data-verdict='{html.escape(actual)}'><b>{html.escape(actual)}"
-                             f"</b></span> — {verdict}<br>{html.escape(explanation)}")
+        self.reveals += 1  # every press re-renders, even when the same answer is revealed again
+        self.result.value = (f"<span data-refresh='{self.reveals}'><span class='exportlab-verdict' "
+                             f"data-verdict='{html.escape(actual)}'><b>{html.escape(actual)}</b></span> — {verdict}"
+                             f"<br>{html.escape(explanation)}</span>")
 
     def answer(self, choice: str) -> bool:
         """Record ``choice`` and reveal; returns whether it was right."""

@@ -231,3 +231,48 @@ def test_show_error_keeps_torch_logs_out(capsys):
     out, stderr = capsys.readouterr()
     assert err is not None and out.startswith("GuardOnDataDependentSymNode")
     assert stderr == ""
+
+
+_CONCURRENT_BUILDER = r"""
+import sys, time
+from pathlib import Path
+import torch
+import helpers
+from helpers import lowering, models as M
+
+helpers.set_progress(False)
+real_build, builds = lowering._build, []
+def slow_build(*args, **kwargs):  # a build long enough for the two processes to overlap
+    builds.append(1)
+    time.sleep(1.5)
+    return real_build(*args, **kwargs)
+lowering._build = slow_build
+go = Path(sys.argv[1])
+while not go.exists():
+    time.sleep(0.01)
+x = torch.ones(2, 4)
+art = helpers.lower(M.ConfigBranch(seed=77), (x,))
+print(len(builds), float(art.run(x)[0].sum()))
+"""
+
+
+def test_two_processes_lowering_the_same_model_build_it_once(tmp_path):
+    """The cache's build lock: one process builds, the other waits and loads the stored program."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "EXPORTLAB_CACHE_DIR": str(tmp_path / "cache")}
+    go = tmp_path / "go"
+    procs = [subprocess.Popen([sys.executable, "-c", _CONCURRENT_BUILDER, str(go)], env=env, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(2)]
+    import time
+
+    time.sleep(0.2)
+    go.touch()  # both are past their imports or nearly: they start lowering at about the same time
+    results = [p.communicate(timeout=300) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [err[-2000:] for _, err in results]
+    builds = [int(out.split()[0]) for out, _ in results]
+    sums = {out.split()[1] for out, _ in results}
+    assert sorted(builds) == [0, 1], f"builds per process: {builds} (both built: the lock did not hold)"
+    assert len(sums) == 1

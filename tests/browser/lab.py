@@ -97,7 +97,9 @@ class LabServer:
         return f"http://127.0.0.1:{self.port}"
 
     def notebook_url(self, name: str) -> str:
-        return f"{self.url}/lab/tree/{name}?token={self.token}"
+        """The lesson alone in a workspace of its own (``reset``: no tabs restored from an earlier lesson)."""
+        workspace = name.removesuffix(".ipynb").replace("_", "-")
+        return f"{self.url}/lab/workspaces/{workspace}/tree/{name}?reset&token={self.token}"
 
     def stop(self) -> None:
         if self.process and self.process.poll() is None:
@@ -126,6 +128,9 @@ class LessonPage:
             "() => window.jupyterapp?.shell?.currentWidget?.sessionContext?.session?.kernel?.status === 'idle'",
             timeout=120_000)
         page.evaluate(_PROBE_JS)
+        open_notebooks = page.locator(".jp-NotebookPanel").count()
+        assert open_notebooks == 1, f"{name}: expected only this lesson open, found {open_notebooks} notebooks"
+        self.panel = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
 
     def run_all(self, timeout_ms: int = 600_000) -> None:
         """Restart-free 'Run All', then wait until every code cell has an execution count and the kernel is idle."""
@@ -141,11 +146,11 @@ class LessonPage:
             }""", timeout=timeout_ms, polling=500)
 
     def cell_errors(self) -> list[str]:
-        return self.page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']").filter(
+        return self.panel.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']").filter(
             has_text="Traceback").all_inner_texts()
 
     def widget_errors(self) -> list[str]:
-        texts = self.page.locator(".jp-OutputArea-output").filter(has_text="Error displaying widget").all_inner_texts()
+        texts = self.panel.locator(".jp-OutputArea-output").filter(has_text="Error displaying widget").all_inner_texts()
         widget_console = [t for t in self.console_errors
                           if any(k in t.lower() for k in ("widget", "comm", "model not found", "manager"))]
         return texts + widget_console + self.page_errors
