@@ -236,7 +236,9 @@ def run_ci_example(path: str | Path) -> dict[str, int]:
 
     counter = Count()
     with captured_output():
-        code = pytest.main([str(path), "-q", "-p", "no:cacheprovider", "-p", "no:randomly"], plugins=[counter])
+        # no:nbval — the notebook plugin is not needed here, and importing it (nbformat, jsonschema) costs seconds
+        code = pytest.main([str(path), "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "-p", "no:nbval"],
+                           plugins=[counter])
     return {"exit code": int(code), **counter.outcomes}
 
 
