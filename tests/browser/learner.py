@@ -175,4 +175,48 @@ def start_here(lesson: LessonPage) -> list[float]:
     return took
 
 
-SPECIFIC = {"00_start_here.ipynb": start_here}
+def camera_picker(lesson: LessonPage) -> list[float]:
+    """06: a 16:9 frame is rejected by the runtime (its words and the fix shown); letterboxing on the host fixes it."""
+    explorer = lesson.panel.locator(".exportlab-explorer").filter(has_text="camera").first
+    output = explorer.locator(".exportlab-output")
+    explorer.scroll_into_view_if_needed()
+    assert verdict_of(output) == "match"  # the lesson's last cell left it at the export's 64×64
+    select = explorer.locator(".widget-dropdown select")
+    took = [lesson.interact(output, lambda: select.select_option(label="36×64 (16:9 landscape)"))]
+    assert verdict_of(output) == "rejected"
+    text = output.inner_text()
+    assert "Expected shape (1, 3, 64, 64), but received (1, 3, 36, 64)" in text  # the runtime's own words
+    assert "expected 64, got 36" in text and "Fix:" in text  # and which axis, and what to do
+    took.append(lesson.interact(output, lambda: explorer.locator("button", has_text="letterbox on host").click()))
+    assert verdict_of(output) == "match"
+    return took
+
+
+def bucket_slider(lesson: LessonPage) -> list[float]:
+    """09: End drags the length past the largest bucket (rejected, and why); Home brings it back to bucket 128."""
+    explorer = lesson.panel.locator(".exportlab-explorer").filter(has=lesson.page.locator(".exportlab-bucket")).first
+    output = explorer.locator(".exportlab-output")
+    handle = explorer.locator(".noUi-handle").first
+    explorer.scroll_into_view_if_needed()
+
+    def bucket() -> str | None:
+        return explorer.locator(".exportlab-bucket").get_attribute("data-bucket")
+
+    def press(key: str):
+        def act():
+            handle.evaluate("h => h.focus()")
+            lesson.page.keyboard.press(key)
+        return act
+
+    assert verdict_of(output) == "match" and bucket() == "128"  # the lesson leaves it at 100 tokens
+    took = [lesson.interact(output, press("End"))]
+    assert verdict_of(output) == "rejected" and bucket() == ""
+    assert "600 tokens are longer than the largest bucket (512)" in output.inner_text()
+    took.append(lesson.interact(output, press("Home")))
+    assert verdict_of(output) == "match" and bucket() == "128"
+    assert "1 real tokens + 127 padding" in output.inner_text()
+    return took
+
+
+SPECIFIC = {"00_start_here.ipynb": start_here, "06_static_shapes.ipynb": camera_picker,
+            "09_normalize_or_bucket.ipynb": bucket_slider}
