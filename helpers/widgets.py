@@ -105,9 +105,13 @@ class ParityExplorer:
         model = self.model_for(**values) if self.model_for else self.model
         self.row = check_one(model, self.artifact, args, method=self.method)
         explanation = self.explain(self.row, **values) if self.explain else ""
-        self.refreshes += 1  # every interaction re-renders, even when the verdict text is unchanged
-        self.output.value = f"<div data-refresh='{self.refreshes}'>{render_row(self.row, explanation)}</div>"
+        self.show(render_row(self.row, explanation))
         return self.row
+
+    def show(self, body: str) -> None:
+        """Put ``body`` (HTML) in the output; every call changes the page, even with the same verdict."""
+        self.refreshes += 1
+        self.output.value = f"<div data-refresh='{self.refreshes}'>{body}</div>"
 
     def set(self, **values: Any) -> ParityRow:
         """Set controls (as a learner would) and return the resulting verdict."""

@@ -243,8 +243,7 @@ class BucketExplorer(ParityExplorer):
             why = (f"bucket {bucket} (method {method}): {length} real tokens + {bucket - length} padding → "
                    f"{waste:.0%} of the work is padding. The mask zeroes the padding, so the answer equals eager "
                    "on the unpadded request.")
-        self.output.value = (f"<div class='exportlab-bucket' data-bucket='{bucket or ''}'>"
-                             + render_row(self.row, why) + "</div>")
+        self.show(f"<div class='exportlab-bucket' data-bucket='{bucket or ''}'>{render_row(self.row, why)}</div>")
         return self.row
 
     @property
