@@ -153,11 +153,25 @@ class PredictThenReveal:
         self.result = w.HTML("<i>make a prediction, then reveal</i>")
         self.result.add_class("exportlab-reveal")
         self.button.on_click(lambda _b: self._show())
+        # The kernel acknowledges every prediction in the result: the browser sends a click on Reveal
+        # at once but may hold back a toggle's new value for a moment, so a learner (and the browser
+        # test) can see which prediction Reveal will judge. A new prediction hides the last answer.
+        self.choice.observe(lambda _change: self._acknowledge(), names="value")
         self.widget = w.VBox([w.HTML(f"<b>Predict:</b> {html.escape(question)}"), self.choice, self.button,
                               self.result])
         self.correct: bool | None = None
         self.actual: str | None = None
         self.reveals = 0
+        self.renders = 0
+
+    def _render(self, body: str) -> None:
+        self.renders += 1  # every render changes the DOM, even when the same text is shown again
+        picked = "" if self.choice.value is None else html.escape(str(self.choice.value))
+        self.result.value = f"<span data-refresh='{self.renders}' data-prediction='{picked}'>{body}</span>"
+
+    def _acknowledge(self) -> None:
+        if self.choice.value is not None:
+            self._render(f"<i>your prediction: {html.escape(str(self.choice.value))} — now press Reveal</i>")
 
     def _show(self) -> None:
         actual, explanation = self.reveal_fn()
@@ -169,10 +183,9 @@ class PredictThenReveal:
         else:
             self.correct = picked == actual
             verdict = "✓ right" if self.correct else f"✗ you predicted {html.escape(str(picked))}"
-        self.reveals += 1  # every press re-renders, even when the same answer is revealed again
-        self.result.value = (f"<span data-refresh='{self.reveals}'><span class='exportlab-verdict' "
-                             f"data-verdict='{html.escape(actual)}'><b>{html.escape(actual)}</b></span> — {verdict}"
-                             f"<br>{html.escape(explanation)}</span>")
+        self.reveals += 1
+        self._render(f"<span class='exportlab-verdict' data-verdict='{html.escape(actual)}'>"
+                     f"<b>{html.escape(actual)}</b></span> — {verdict}<br>{html.escape(explanation)}")
 
     def answer(self, choice: str) -> bool:
         """Record ``choice`` and reveal; returns whether it was right."""

@@ -74,6 +74,22 @@ def test_predict_then_reveal_checks_the_answer(static_config):
     assert quiz.answer("match") is False and "you predicted match" in quiz.result.value
 
 
+def test_predict_then_reveal_acknowledges_a_new_prediction_and_hides_the_old_answer():
+    from helpers.widgets import PredictThenReveal
+
+    calls = []
+    quiz = PredictThenReveal("sign of 0?", ["true", "false"], lambda: (calls.append(1) or "false", "0 > 0 is False"))
+    quiz.choice.value = "true"
+    assert "data-prediction='true'" in quiz.result.value and "press Reveal" in quiz.result.value
+    assert not calls  # choosing does not run the model; only Reveal does
+    quiz.button.click()
+    assert "✗ you predicted true" in quiz.result.value and "data-prediction='true'" in quiz.result.value
+    quiz.choice.value = "false"
+    assert "data-verdict" not in quiz.result.value and "data-prediction='false'" in quiz.result.value
+    quiz.button.click()
+    assert "✓ right" in quiz.result.value and len(calls) == 2
+
+
 def test_check_prediction_prints_the_verdict(capsys):
     from helpers.display import check_prediction
 

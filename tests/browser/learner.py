@@ -130,8 +130,12 @@ def use_lesson_like_a_learner(lab_server, browser, name: str) -> None:
             box = reveal.locator("xpath=..")
             box.scroll_into_view_if_needed()
             options = box.locator(".widget-toggle-buttons button")
-            options.nth((step // len(reveals)) % options.count()).click()  # predict each option in turn
-            picked = box.locator(".widget-toggle-buttons button.mod-active").inner_text().strip()
+            option = options.nth((step // len(reveals)) % options.count())  # predict each option in turn
+            picked = option.inner_text().strip()
+            option.click()
+            # The kernel acknowledges the prediction before Reveal may judge it (the browser can hold a
+            # toggle's new value back while it sends a button click at once).
+            reveal.locator(f"[data-prediction='{picked}']").wait_for(timeout=30_000)
             latencies.append(lesson.interact(reveal, lambda b=box: b.locator("button", has_text="Reveal").click()))
             actual = verdict_of(reveal)
             assert answers.setdefault(which, actual) == actual, f"{name}: the same question revealed two answers"
