@@ -161,7 +161,6 @@ class PredictThenReveal:
                               self.result])
         self.correct: bool | None = None
         self.actual: str | None = None
-        self.reveals = 0
         self.renders = 0
 
     def _render(self, body: str) -> None:
@@ -183,7 +182,6 @@ class PredictThenReveal:
         else:
             self.correct = picked == actual
             verdict = "✓ right" if self.correct else f"✗ you predicted {html.escape(str(picked))}"
-        self.reveals += 1
         self._render(f"<span class='exportlab-verdict' data-verdict='{html.escape(actual)}'>"
                      f"<b>{html.escape(actual)}</b></span> — {verdict}<br>{html.escape(explanation)}")
 

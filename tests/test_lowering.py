@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import time
 
 import pytest
 import torch
@@ -247,6 +251,7 @@ def slow_build(*args, **kwargs):  # a build long enough for the two processes to
     time.sleep(1.5)
     return real_build(*args, **kwargs)
 lowering._build = slow_build
+Path(sys.argv[2]).touch()  # imported: ready to lower
 go = Path(sys.argv[1])
 while not go.exists():
     time.sleep(0.01)
@@ -258,18 +263,16 @@ print(len(builds), float(art.run(x)[0].sum()))
 
 def test_two_processes_lowering_the_same_model_build_it_once(tmp_path):
     """The cache's build lock: one process builds, the other waits and loads the stored program."""
-    import os
-    import subprocess
-    import sys
-
     env = {**os.environ, "EXPORTLAB_CACHE_DIR": str(tmp_path / "cache")}
     go = tmp_path / "go"
-    procs = [subprocess.Popen([sys.executable, "-c", _CONCURRENT_BUILDER, str(go)], env=env, text=True,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(2)]
-    import time
-
-    time.sleep(0.2)
-    go.touch()  # both are past their imports or nearly: they start lowering at about the same time
+    ready = [tmp_path / f"ready-{i}" for i in range(2)]
+    procs = [subprocess.Popen([sys.executable, "-c", _CONCURRENT_BUILDER, str(go), str(r)], env=env, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for r in ready]
+    deadline = time.monotonic() + 240
+    while not all(r.exists() for r in ready) and time.monotonic() < deadline:
+        assert all(p.poll() is None for p in procs), "a builder process died during its imports"
+        time.sleep(0.05)
+    go.touch()  # both are past their imports: they start lowering together (a build takes > 1.5 s)
     results = [p.communicate(timeout=300) for p in procs]
     assert all(p.returncode == 0 for p in procs), [err[-2000:] for _, err in results]
     builds = [int(out.split()[0]) for out, _ in results]
