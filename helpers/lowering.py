@@ -53,27 +53,34 @@ def _progress_wanted() -> bool:
 
 
 class _Progress:
-    """One line that is rewritten in place (``\\r``); only its last state remains in a notebook."""
+    """One line that is rewritten in place (``\\r``); only its last state remains in a notebook.
+
+    Before each rewrite the line is blanked with spaces: JupyterLab (like a terminal) overlays the
+    new text on the old one, so a shorter state would otherwise keep the tail of a longer one.
+    """
 
     def __init__(self, label: str):
         self.label = label
         self.stream = sys.stdout if "ipykernel" in sys.modules else sys.stderr
         self.on = _progress_wanted()
+        self.shown = 0  # columns of the unfinished line currently shown
+
+    def _write(self, line: str, *, final: bool) -> None:
+        if not self.on:
+            return
+        blank = "\r" + " " * self.shown if self.shown else ""
+        self.stream.write(f"{blank}\r{line}" + ("\n" if final else ""))
+        self.stream.flush()
+        self.shown = 0 if final else len(line) + 1  # + 1: the symbol takes two columns in a terminal
 
     def step(self, text: str) -> None:
-        if self.on:
-            self.stream.write(f"\r⏳ {self.label}: {text}…")
-            self.stream.flush()
+        self._write(f"⏳ {self.label}: {text}…", final=False)
 
     def done(self, text: str) -> None:
-        if self.on:
-            self.stream.write(f"\r✓ {self.label}: {text}\n")
-            self.stream.flush()
+        self._write(f"✓ {self.label}: {text}", final=True)
 
     def fail(self, exc: BaseException) -> None:
-        if self.on:
-            self.stream.write(f"\r✗ {self.label}: failed ({type(exc).__name__})\n")
-            self.stream.flush()
+        self._write(f"✗ {self.label}: failed ({type(exc).__name__})", final=True)
 
 
 def _xnnpack_partitioner():

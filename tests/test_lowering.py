@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -279,3 +280,39 @@ def test_two_processes_lowering_the_same_model_build_it_once(tmp_path):
     sums = {out.split()[1] for out, _ in results}
     assert sorted(builds) == [0, 1], f"builds per process: {builds} (both built: the lock did not hold)"
     assert len(sums) == 1
+
+
+def _as_displayed(text: str) -> list[str]:
+    """What a terminal or JupyterLab shows for ``text``: ``\\r`` returns to the line's start and overwrites."""
+    shown = []
+    for raw in text.split("\n"):
+        line: list[str] = []
+        for chunk_index, chunk in enumerate(raw.split("\r")):
+            if chunk_index:  # a carriage return: write from column 0 over what is there
+                line[:len(chunk)] = chunk
+            else:
+                line = list(chunk)
+        shown.append("".join(line).rstrip())
+    return shown
+
+
+def test_progress_line_ends_clean_when_a_short_state_replaces_a_long_one(capsys):
+    from helpers.lowering import _Progress
+
+    progress = _Progress("forward → .pte (portable)")
+    progress.on = True
+    progress.step("to_executorch (memory planning)")
+    progress.fail(RuntimeError("load failed"))
+    progress = _Progress("forward → .pte (xnnpack)")
+    progress.on = True
+    progress.step("lowering to xnnpack")
+    progress.step("starting")
+    progress.done("ready")
+    out, err = capsys.readouterr()
+    text = out + err
+    assert _as_displayed(text) == ["✗ forward → .pte (portable): failed (RuntimeError)",
+                                   "✓ forward → .pte (xnnpack): ready", ""]
+    # nbval (and tools/notebooks.py) keep what follows the last carriage return: the same text as a
+    # warm run that prints only the final state, so stored notebook outputs do not depend on the cache.
+    assert re.sub(r".*\r(?=[^\n])", "", text) == ("✗ forward → .pte (portable): failed (RuntimeError)\n"
+                                                  "✓ forward → .pte (xnnpack): ready\n")

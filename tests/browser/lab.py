@@ -149,6 +149,12 @@ class LessonPage:
         return self.panel.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']").filter(
             has_text="Traceback").all_inner_texts()
 
+    def garbled_progress_lines(self) -> list[str]:
+        """Progress lines whose final state (✓/✗) still shows the tail of an earlier, longer step."""
+        texts = self.panel.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stdout']")
+        return [line for text in texts.all_inner_texts() for line in text.splitlines()
+                if line[:2] in ("✓ ", "✗ ") and line.rstrip().endswith("…")]
+
     def widget_errors(self) -> list[str]:
         texts = self.panel.locator(".jp-OutputArea-output").filter(has_text="Error displaying widget").all_inner_texts()
         widget_console = [t for t in self.console_errors

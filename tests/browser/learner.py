@@ -102,6 +102,7 @@ def use_lesson_like_a_learner(lab_server, browser, name: str) -> None:
         lesson = LessonPage(page, lab_server, name)
         lesson.run_all()
         assert not lesson.cell_errors(), f"{name}: a cell raised in the browser: {lesson.cell_errors()[:1]}"
+        assert not lesson.garbled_progress_lines(), f"{name}: {lesson.garbled_progress_lines()}"
         explorers = lesson.panel.locator(".exportlab-explorer").all()
         reveals = lesson.panel.locator(".exportlab-reveal").all()
         assert explorers or reveals, f"{name}: shows widgets but none of exportlab's"
