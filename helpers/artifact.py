@@ -1,8 +1,9 @@
 """A lowered ``.pte`` program, loaded in the real ExecuTorch runtime, with what we know about it.
 
 :class:`PteArtifact` is what :func:`helpers.lower` returns. It runs the program with the
-ExecuTorch runtime (``executorch.runtime.Runtime``), either behind a host-side contract check
-(:meth:`PteArtifact.run`) or exactly as a device would (:meth:`PteArtifact.run_raw`), and it
+ExecuTorch runtime (the compiled module behind ``executorch.runtime``, see :mod:`helpers._runtime`),
+either behind a host-side contract check (:meth:`PteArtifact.run`) or with only the runtime's own
+checks (:meth:`PteArtifact.run_raw`, which refuses a few inputs that are undefined behaviour), and it
 answers questions about the program: its input contract, how much of it the delegate took,
 how big the memory plan's arena is, and the graph export recorded.
 """
@@ -16,10 +17,11 @@ from typing import Any
 
 import torch
 
-from ._quiet import captured_output, import_executorch_quietly, runtime_log_lines
+from ._quiet import captured_output, runtime_log_lines
+from ._runtime import load_program
 from .contract import InputContract
 
-__all__ = ["PteArtifact", "DelegationReport", "RuntimeRejectedError"]
+__all__ = ["PteArtifact", "DelegationReport", "RuntimeRejectedError", "HostRefusedError"]
 
 
 class RuntimeRejectedError(RuntimeError):
@@ -31,6 +33,15 @@ class RuntimeRejectedError(RuntimeError):
         self.log = log
         self.reason = _sentences(log) if log else error
         super().__init__(f"the ExecuTorch runtime refused method '{method}': {self.reason} [{_short_error(error)}]")
+
+
+class HostRefusedError(RuntimeRejectedError):
+    """:meth:`PteArtifact.run_raw` refused an input *on the host*, before the runtime saw it.
+
+    These are inputs that the ExecuTorch runtime would accept and hand to the XNNPACK delegate,
+    where they are undefined behaviour (see :meth:`PteArtifact._refuse_undefined_behaviour`). It
+    is not the runtime's refusal: reports count it apart (status ``"refused"``, not ``"rejected"``).
+    """
 
 
 def _sentences(lines: list[str]) -> str:
@@ -65,6 +76,7 @@ class DelegationReport:
     rows: list[dict[str, Any]]
     delegated_subgraphs: int
     notes: list[str] = field(default_factory=list)
+    declined: list[dict[str, str]] = field(default_factory=list)
 
     @property
     def delegated_nodes(self) -> int:
@@ -91,6 +103,31 @@ class DelegationReport:
     def portable_ops(self) -> list[str]:
         """Operators that (at least once) were not delegated."""
         return [op for op, (_, p) in self.by_op().items() if p]
+
+    def reasons(self) -> dict[str, list[str]]:
+        """Per operator left on portable kernels, why: the partitioner's own words where it gave any.
+
+        XNNPACK's rules report a reason for the nodes they check and decline (e.g. *dynamic output
+        sizes are not supported*); an operator with no XNNPACK rule at all gets no reason from the
+        partitioner and is reported as such; operators inside a ``torch.cond`` branch are never offered
+        to the partitioner (see :attr:`notes`).
+        """
+        out: dict[str, list[str]] = {}
+        given: dict[str, list[str]] = {}
+        for d in self.declined:
+            given.setdefault(d["op"], []).append(d["reason"])
+        in_branches = {r["op"] for r in self.rows if r["region"] != "main" and r["portable"]}
+        in_main = {r["op"] for r in self.rows if r["region"] == "main" and r["portable"]}
+        for op in self.portable_ops():
+            words = list(given.get(_short_op(op), []) or given.get(op, []))
+            if op in in_main and not words and self.backend == "xnnpack":
+                words.append("the partitioner gave no reason: XNNPACK has no rule that takes this operator")
+            if op in in_branches and self.backend == "xnnpack":
+                words.append("inside a torch.cond branch, which the partitioner never looks into")
+            if self.backend != "xnnpack":
+                words.append(f"backend {self.backend}: nothing is delegated")
+            out[op] = words
+        return out
 
     def summary(self) -> str:
         return (f"{self.method}: {self.delegated_nodes} nodes delegated to {self.backend} in "
@@ -119,6 +156,17 @@ class DelegationReport:
         return f"<DelegationReport {self.summary()}>"
 
 
+def _short_op(op: str) -> str:
+    """``aten.mean.dim`` / ``aten_mean_dim`` → ``mean.dim`` (how the partitioner's reasons name it)."""
+    op = op.replace("aten_", "aten.", 1) if op.startswith("aten_") else op
+    op = op.replace("aten.", "", 1) if op.startswith("aten.") else op
+    if "." not in op and "_" in op:
+        head, _, tail = op.rpartition("_")
+        if tail in {"default", "dim", "Tensor", "Scalar", "vec", "int", "correction", "self"}:
+            op = f"{head}.{tail}"
+    return op
+
+
 # ----- the artifact -------------------------------------------------------------------------------
 # Every program loaded in this process stays loaded until the process ends. Freeing one while a
 # method, a MethodMeta or the delegate's caches still point into it is a use-after-free in the
@@ -130,13 +178,10 @@ class PteArtifact:
     """A ``.pte`` program loaded in the ExecuTorch runtime, plus its recorded metadata."""
 
     def __init__(self, pte: bytes, meta: dict[str, Any]):
-        import_executorch_quietly()
-        from executorch.runtime import Runtime
-
         self._pte = bytes(pte)
         self._meta = meta
         with captured_output():  # the runtime's first start prints CPU-probing chatter
-            self._program = Runtime.get().load_program(self._pte)
+            self._program = load_program(self._pte)
         _LIVE_PROGRAMS.append(self._program)
         self._loaded: dict[str, Any] = {}
         self._contracts = {m: InputContract.from_dict(d["contract"]) for m, d in meta["methods"].items()}
@@ -180,7 +225,8 @@ class PteArtifact:
         """Delegated vs portable nodes per operator (from ``get_delegation_info``)."""
         info = self._info(method)
         return DelegationReport(method=method, backend=self.backend, rows=[dict(r) for r in info["delegation"]],
-                                delegated_subgraphs=info["delegated_subgraphs"], notes=list(info["notes"]))
+                                delegated_subgraphs=info["delegated_subgraphs"], notes=list(info["notes"]),
+                                declined=[dict(d) for d in info.get("declined", [])])
 
     def planned_memory_bytes(self, method: str = "forward") -> int:
         """Bytes of the memory plan's arena for activations and inputs/outputs (excludes weights and
@@ -210,7 +256,7 @@ class PteArtifact:
 
     def runtime_input_shapes(self, method: str = "forward") -> list[tuple[int, ...] | None]:
         """Per input, the shape the ``.pte`` itself records (``MethodMeta``): the *maximum* shape."""
-        meta = self._method(method).metadata
+        meta = self._method(method).method_meta()
         shapes: list[tuple[int, ...] | None] = []
         with captured_output():  # the runtime logs each non-tensor input it is asked about
             for i in range(meta.num_inputs()):
@@ -221,7 +267,15 @@ class PteArtifact:
         return shapes
 
     def run_raw(self, *args: Any, method: str = "forward", all_outputs: bool = False) -> tuple[Any, ...]:
-        """Run exactly as a device would: no host-side checks, only the runtime's own.
+        """Run with the runtime's own checks only, as a device app that skips validation would.
+
+        What the runtime checks itself: an input without dynamic axes must have exactly the recorded
+        shape and dtype; an input with a dynamic axis only its rank and dtype, and that it fits the
+        memory plan's capacity (the max shape). It does *not* check a ``Dim``'s min, the static axes of
+        a dynamic input, or that two axes sharing a ``Dim`` are equal. One class of inputs is refused on the host
+        first, because on a delegated dynamic program it is undefined behaviour (zero-size inputs,
+        broken ties, a changed static axis on one of several inputs): :class:`HostRefusedError`
+        (see :meth:`_refuse_undefined_behaviour`). Everything else goes to the runtime.
 
         Returns the user outputs (or every runtime output with ``all_outputs=True``).
         Raises :class:`RuntimeRejectedError` with the runtime's message when it refuses.
@@ -230,7 +284,7 @@ class PteArtifact:
         self._refuse_undefined_behaviour(method, args)
         with captured_output() as log:
             try:
-                outs = m.execute(list(args))
+                outs = m(list(args))
             except Exception as exc:
                 raise RuntimeRejectedError(method, str(exc), runtime_log_lines(log.getvalue())) from None
         outs = [o.clone() if isinstance(o, torch.Tensor) else o for o in outs]
@@ -267,7 +321,7 @@ class PteArtifact:
             if not risky:
                 return
             what = risky[0].describe().split(". Fix:")[0]
-        raise RuntimeRejectedError(method, "refused before the runtime (undefined behaviour)", [
+        raise HostRefusedError(method, "refused before the runtime (undefined behaviour)", [
             f"refused on the host: {what}. The runtime would pass it to the XNNPACK delegate (it checks only "
             "rank and capacity), whose failed reshape can leave process-wide state broken: undefined behaviour, "
             "so an app must refuse it first"])

@@ -1,12 +1,13 @@
-"""A content-addressed cache of lowered programs.
+"""A content-addressed cache of lowered programs, keyed on what ``torch.export`` produced.
 
-Exporting and lowering take seconds; a widget interaction must take milliseconds. The cache
-key covers everything that changes the program: every parameter and buffer, every plain
-attribute of every submodule (a config flag changes the graph!), the code of the model's
-classes (and the values of simple globals that code reads), the example inputs' shapes and
-dtypes (and the values of Python scalars, which export bakes in), the dynamic shapes, the
-backend and the library versions. Two models that differ in any of these never share an
-entry.
+Lowering a program takes seconds; a widget interaction must take milliseconds. So every lowered
+``.pte`` is kept, under a key computed from the *exported program* (:func:`program_key`): its
+graphs, recorded shapes and dtypes, signature, symbolic ranges and every parameter, buffer and
+constant, plus the backend, the library versions and the library code that records the entry's
+metadata. Export runs on every :func:`helpers.lower` call (a fraction of the lowering's cost), so
+no Python object is ever walked to guess what the program depends on: a value read through an
+imported module, a default argument, a closure, a global of any type or an in-place edit of the
+model changes the key exactly when it changes the program.
 
 Entries are a ``<key>.pte`` plus a ``<key>.json`` written atomically (temporary file +
 ``os.replace``); the JSON records the ``.pte``'s size and SHA-256, so a truncated or corrupt
@@ -21,7 +22,6 @@ instead of all building the same program at once.
 from __future__ import annotations
 
 import contextlib
-import enum
 import fcntl
 import hashlib
 import json
@@ -30,7 +30,6 @@ import platform
 import re
 import sys
 import tempfile
-import types
 from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
@@ -38,11 +37,12 @@ from typing import Any
 
 import torch
 
-__all__ = ["cache_dir", "fingerprint", "load_entry", "store_entry", "build_lock", "clear_cache"]
+__all__ = ["cache_dir", "program_key", "dynamic_shapes_repr", "load_entry", "store_entry", "build_lock", "clear_cache"]
 
-FORMAT_VERSION = "3"
+FORMAT_VERSION = "4"
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
-_SKIP_ATTRS = {"_parameters", "_buffers", "_modules", "_non_persistent_buffers_set"}
+# The library code that writes what an entry records beside the program (contract, delegation, notes).
+_RECORDING_CODE = ("lowering.py", "contract.py", "cache.py")
 
 
 def cache_dir() -> Path:
@@ -62,143 +62,71 @@ def clear_cache() -> int:
     return removed
 
 
-# ----- fingerprinting ------------------------------------------------------------------------
-class _Hasher:
-    def __init__(self) -> None:
-        self._h = hashlib.sha256()
-        self._seen_code: set[int] = set()
-        self._seen_classes: set[int] = set()
-
-    def add(self, *parts: Any) -> None:
-        for part in parts:
-            data = part if isinstance(part, bytes) else str(part).encode()
-            self._h.update(len(data).to_bytes(8, "little"))
-            self._h.update(data)
-
-    def hexdigest(self) -> str:
-        return self._h.hexdigest()
-
-    # values ------------------------------------------------------------------------------
-    def value(self, v: Any, depth: int = 0) -> None:
-        if depth > 6:
-            self.add("<deep>", type(v).__qualname__)
-        elif v is None or isinstance(v, (bool, int, float, complex, str, bytes)):
-            self.add(type(v).__name__, repr(v))
-        elif isinstance(v, enum.Enum):
-            self.add("enum", type(v).__qualname__, v.name)
-        elif isinstance(v, torch.Tensor):
-            self.tensor(v)
-        elif isinstance(v, (torch.dtype, torch.device, torch.Size, torch.memory_format)):
-            self.add(type(v).__name__, str(v))
-        elif isinstance(v, dict):
-            self.add("dict", len(v))
-            for k in sorted(v, key=repr):
-                self.value(k, depth + 1)
-                self.value(v[k], depth + 1)
-        elif isinstance(v, (list, tuple)):
-            self.add(type(v).__name__, len(v))
-            for item in v:
-                self.value(item, depth + 1)
-        elif isinstance(v, (set, frozenset)):
-            self.add("set", len(v))
-            for item in sorted(v, key=repr):
-                self.value(item, depth + 1)
-        elif isinstance(v, (types.FunctionType, types.MethodType)):
-            self.function(v.__func__ if isinstance(v, types.MethodType) else v)
-        elif isinstance(v, torch.nn.Module):
-            self.add("module", type(v).__qualname__)  # reached through an attribute; its state is hashed as a submodule
-        elif isinstance(v, type):
-            self.add("class", v.__module__, v.__qualname__)
-            self.class_code(v)
-        elif hasattr(v, "__dict__"):
-            self.add("object", type(v).__module__, type(v).__qualname__)
-            self.class_code(type(v))
-            self.value({k: x for k, x in vars(v).items()}, depth + 1)
-        else:
-            self.add("repr", type(v).__qualname__, _ADDRESS.sub("", repr(v)))
-
-    def tensor(self, t: torch.Tensor) -> None:
-        t = t.detach()
-        self.add("tensor", t.dtype, tuple(t.shape))
-        if t.numel():
-            data = t.contiguous().cpu()
-            if data.dtype in (torch.bfloat16,):
-                data = data.view(torch.int16)
-            self.add(data.numpy().tobytes() if data.dtype != torch.bool else data.to(torch.uint8).numpy().tobytes())
-
-    # code --------------------------------------------------------------------------------
-    def code(self, code: types.CodeType) -> None:
-        if id(code) in self._seen_code:
-            return
-        self._seen_code.add(id(code))
-        self.add("code", code.co_name, code.co_code, code.co_names, code.co_varnames)
-        for const in code.co_consts:
-            if isinstance(const, types.CodeType):
-                self.code(const)
-            else:
-                self.value(const)
-
-    def function(self, fn: types.FunctionType) -> None:
-        self.code(fn.__code__)
-        self.value(fn.__defaults__)
-        for cell in fn.__closure__ or ():
-            try:
-                self.value(cell.cell_contents)
-            except ValueError:  # an empty cell
-                self.add("<empty cell>")
-        # Simple globals the code reads (a module-level flag changes the traced graph too).
-        for name in _all_names(fn.__code__):
-            g = fn.__globals__.get(name, None)
-            if isinstance(g, (bool, int, float, str)) or (isinstance(g, tuple) and all(
-                    isinstance(x, (bool, int, float, str)) for x in g)):
-                self.add("global", name, repr(g))
-
-    def class_code(self, cls: type) -> None:
-        for klass in cls.__mro__:
-            if klass is object or klass.__module__.startswith(("torch.", "builtins")):
-                continue
-            if id(klass) in self._seen_classes:
-                self.add("class-again", klass.__qualname__)
-                continue
-            self._seen_classes.add(id(klass))
-            self.add("class", klass.__module__, klass.__qualname__)
-            for name, member in sorted(vars(klass).items()):
-                fn = member.__func__ if isinstance(member, (staticmethod, classmethod)) else member
-                if isinstance(fn, property):
-                    fn = fn.fget
-                if isinstance(fn, types.FunctionType):
-                    self.add(name)
-                    self.function(fn)
-                elif isinstance(fn, (bool, int, float, str, tuple)) and not name.startswith("__"):
-                    self.add(name, repr(fn))
+# ----- the key: the exported program itself ----------------------------------------------------
+def _tensor_digest(h: Any, t: Any) -> None:
+    if not isinstance(t, torch.Tensor):  # a script object or opaque constant: its repr is what we have
+        h.update(_ADDRESS.sub("", repr(t)).encode())
+        return
+    t = t.detach()
+    h.update(f"{t.dtype}{tuple(t.shape)}".encode())
+    if t.numel():
+        data = t.contiguous().cpu()
+        if data.dtype == torch.bool:
+            data = data.to(torch.uint8)
+        h.update(data.reshape(-1).view(torch.uint8).numpy().tobytes())
 
 
-def _all_names(code: types.CodeType) -> set[str]:
-    names = set(code.co_names)
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            names |= _all_names(const)
-    return names
+def _value_summary(value: Any) -> str:
+    """A node's recorded value: dtype and (symbolic) shape for a tensor, else its text."""
+    if isinstance(value, torch.Tensor):
+        return f"T[{value.dtype}]({', '.join(str(s) for s in value.shape)})"
+    if isinstance(value, (list, tuple)):
+        return "(" + ", ".join(_value_summary(v) for v in value) + ")"
+    return _ADDRESS.sub("", str(value))
 
 
-def _module_state(h: _Hasher, model: torch.nn.Module) -> None:
-    for name, mod in model.named_modules(remove_duplicate=False):
-        h.add("submodule", name, type(mod).__module__, type(mod).__qualname__)
-        h.class_code(type(mod))
-        for attr, val in sorted(vars(mod).items()):
-            if attr in _SKIP_ATTRS:
-                continue
-            h.add("attr", attr)
-            h.value(val)
-    for name, p in model.named_parameters(remove_duplicate=False):
-        h.add("param", name)
-        h.tensor(p)
-    for name, b in model.named_buffers(remove_duplicate=False):
-        h.add("buffer", name)
-        h.tensor(b)
+def _program_digest(h: Any, ep: torch.export.ExportedProgram) -> None:
+    """Everything that decides what lowering an ``ExportedProgram`` produces."""
+    for name, module in ep.graph_module.named_modules():
+        if not isinstance(module, torch.fx.GraphModule):
+            continue
+        h.update(f"graph {name}\n{module.code}".encode())
+        for node in module.graph.nodes:
+            h.update(f"{node.op} {node.name} {_value_summary(node.meta.get('val'))}\n".encode())
+    h.update(str(ep.graph_signature).encode())
+    h.update(repr(sorted((str(k), str(v.lower), str(v.upper)) for k, v in ep.range_constraints.items())).encode())
+    for name in sorted(ep.state_dict):
+        h.update(f"state {name}".encode())
+        _tensor_digest(h, ep.state_dict[name])
+    for name in sorted(ep.constants):
+        h.update(f"constant {name}".encode())
+        _tensor_digest(h, ep.constants[name])
 
 
-def _dynamic_shapes_repr(spec: Any) -> Any:
+def program_key(exported: dict[str, torch.export.ExportedProgram], described: dict[str, Any], backend: str) -> str:
+    """The cache key of programs lowered together for ``backend``.
+
+    It is computed from what ``torch.export`` produced, not from the Python objects that produced it:
+    the graphs (and every ``torch.cond`` branch), each node's recorded dtype and shape, the graph
+    signature (inputs, outputs, baked-in Python scalars), the range of every symbolic size, and the
+    bytes of every parameter, buffer and lifted constant. Whatever ``forward()`` read while tracing
+    (an attribute, a global of another module, a default argument, a closure) is in there if it
+    changed the program, so a cached ``.pte`` is served only when a fresh export would lower to the
+    same program. ``described`` adds what the library records beside the program (method order, the
+    user's ``Dim`` names, ``forward()``'s parameter names); backend and versions complete the key.
+    """
+    h = hashlib.sha256()
+    h.update(json.dumps(_versions(), sort_keys=True).encode())
+    h.update(f"backend {backend}".encode())
+    h.update(json.dumps(described, sort_keys=True, default=str).encode())
+    for name in sorted(exported):
+        h.update(f"method {name}".encode())
+        _program_digest(h, exported[name])
+    return h.hexdigest()[:32]
+
+
+def dynamic_shapes_repr(spec: Any) -> Any:
+    """``dynamic_shapes`` as plain data (Dim names and bounds), for the key and the records."""
     from torch.export.dynamic_shapes import _DimHint
 
     if spec is None or isinstance(spec, (int, str)):
@@ -206,12 +134,12 @@ def _dynamic_shapes_repr(spec: Any) -> Any:
     if isinstance(spec, _DimHint):
         return ("hint", spec.type.name, spec.min, spec.max)
     if isinstance(spec, dict):
-        return {str(k): _dynamic_shapes_repr(v) for k, v in spec.items()}
+        return {str(k): dynamic_shapes_repr(v) for k, v in spec.items()}
     if isinstance(spec, (list, tuple)):
-        return [_dynamic_shapes_repr(v) for v in spec]
+        return [dynamic_shapes_repr(v) for v in spec]
     root = getattr(spec, "root", None)
     return ("dim", getattr(spec, "__name__", repr(spec)), str(getattr(spec, "min", None)),
-            str(getattr(spec, "max", None)), _dynamic_shapes_repr(root) if root is not None else None)
+            str(getattr(spec, "max", None)), dynamic_shapes_repr(root) if root is not None else None)
 
 
 def _versions() -> dict[str, str]:
@@ -221,29 +149,10 @@ def _versions() -> dict[str, str]:
         except metadata.PackageNotFoundError:
             return "absent"
 
-    lowering = Path(__file__).with_name("lowering.py")
+    here = Path(__file__).parent
+    code = hashlib.sha256(b"".join((here / f).read_bytes() for f in _RECORDING_CODE)).hexdigest()[:16]
     return {"format": FORMAT_VERSION, "torch": torch.__version__, "executorch": version("executorch"),
-            "python": sys.version.split()[0], "machine": platform.machine(),
-            "lowering": hashlib.sha256(lowering.read_bytes()).hexdigest()[:16]}
-
-
-def fingerprint(methods: dict[str, tuple[torch.nn.Module, tuple[Any, ...], Any]], backend: str) -> str:
-    """The cache key of a set of methods lowered together for ``backend``."""
-    h = _Hasher()
-    h.value(_versions())
-    h.add("backend", backend)
-    for name in sorted(methods):
-        model, args, dynamic_shapes = methods[name]
-        h.add("method", name)
-        _module_state(h, model)
-        for arg in args:
-            if isinstance(arg, torch.Tensor):
-                h.add("arg-tensor", arg.dtype, tuple(arg.shape))
-            else:
-                h.add("arg-value")
-                h.value(arg)
-        h.add("dynamic", json.dumps(_dynamic_shapes_repr(dynamic_shapes), sort_keys=True, default=str))
-    return h.hexdigest()[:32]
+            "python": sys.version.split()[0], "machine": platform.machine(), "helpers": code}
 
 
 # ----- storage -------------------------------------------------------------------------------

@@ -1,8 +1,17 @@
 """From an ``nn.Module`` to a ``.pte`` loaded in the ExecuTorch runtime.
 
 The pipeline is the one you would ship: ``torch.export.export`` → ``to_edge_transform_and_lower``
-(with the XNNPACK partitioner, or none for the portable kernels) → ``to_executorch()`` →
-``executorch.runtime.Runtime``. Results are cached by content (see :mod:`helpers.cache`).
+(with the XNNPACK partitioner, or none for the portable kernels) → ``to_executorch()`` → load the
+bytes in the runtime. Lowered programs are cached, keyed on the exported program
+(:func:`helpers.cache.program_key`): every call exports (a fraction of the lowering's cost), and a
+program is lowered only when no identical exported program was lowered before. A cached program is
+loaded with the runtime's compiled module alone (:mod:`helpers._runtime`): the ahead-of-time
+compiler (``executorch.exir``) is imported only to build.
+
+Errors keep their own type and message. One raised *by torch or ExecuTorch* while exporting,
+lowering or loading the model is tagged with its stage (:func:`stage_of` gives ``"export"``,
+``"lower"`` or ``"load"``); an exception without a stage is the library's own failure, not the
+model's.
 
 One adjustment is made for ``torch.cond``: XNNPACK asks the lowering not to decompose some
 operators (``linear`` among them) because it will take them itself, but it never looks inside
@@ -14,18 +23,25 @@ says so.
 
 from __future__ import annotations
 
+import contextlib
+import inspect
+import logging
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import torch
 
 from . import cache
 from ._quiet import captured_output, import_executorch_quietly, runtime_log_lines
+from ._runtime import load_program
 from .artifact import _LIVE_PROGRAMS, PteArtifact, RuntimeRejectedError
 from .contract import contract_from_export
 
-__all__ = ["lower", "lower_methods", "BACKENDS"]
+__all__ = ["lower", "lower_methods", "export_methods", "lower_exported", "stage_of", "BACKENDS", "STAGES"]
+
+STAGES = ("export", "lower", "load")
+_STAGE_ATTRIBUTE = "_exportlab_stage"
 
 BACKENDS = ("xnnpack", "portable")
 _CONTROL_FLOW = ("cond", "while_loop", "map_impl", "scan")
@@ -50,6 +66,34 @@ def _progress_wanted() -> bool:
     if "ipykernel" in sys.modules:
         return True
     return bool(getattr(sys.stderr, "isatty", lambda: False)())
+
+
+def stage_of(exc: BaseException) -> str | None:
+    """The pipeline stage at which torch or ExecuTorch raised ``exc`` for the model (``"export"``,
+    ``"lower"`` or ``"load"``), or ``None`` when the exception did not come from those calls:
+    then it is this library's own failure, never evidence about the model."""
+    return getattr(exc, _STAGE_ATTRIBUTE, None)
+
+
+@contextlib.contextmanager
+def _stage(name: str) -> Iterator[None]:
+    """Tag any exception raised inside the block with the pipeline stage ``name`` (type unchanged)."""
+    try:
+        yield
+    except Exception as exc:
+        if stage_of(exc) is None:
+            try:
+                setattr(exc, _STAGE_ATTRIBUTE, name)
+            except AttributeError:  # an exception type with __slots__: wrap it so the stage survives
+                raise _StageError(name, exc) from exc
+        raise
+
+
+class _StageError(RuntimeError):
+    def __init__(self, stage: str, original: BaseException):
+        super().__init__(f"{type(original).__name__}: {original}")
+        setattr(self, _STAGE_ATTRIBUTE, stage)
+        self.original = original
 
 
 class _Progress:
@@ -172,27 +216,98 @@ def _graph_text(ep: torch.export.ExportedProgram) -> str:
     return "\n".join(lines)
 
 
-def _build(methods: dict[str, tuple[torch.nn.Module, tuple[Any, ...], Any]], backend: str,
-           key: str, progress: _Progress) -> tuple[bytes, dict[str, Any]]:
-    from executorch.exir import to_edge_transform_and_lower
-    from executorch.runtime import Runtime
+@contextlib.contextmanager
+def _partitioner_reasons() -> Iterator[list[tuple[str, str, str]]]:
+    """Collect the XNNPACK partitioner's own reasons for declining nodes: ``(node, operator, reason)``.
 
+    Its rules report through ``WhyNoPartition`` at DEBUG level on the loggers of
+    ``executorch.backends.xnnpack.partition``; a handler there (not propagating, so nothing is printed)
+    keeps them. Only that subtree is set to DEBUG: at DEBUG the XNNPACK *serializer* would also write
+    every delegate graph to a JSON file in the working directory.
+    """
+    found: list[tuple[str, str, str]] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            why = record.msg
+            node = getattr(why, "node", None)
+            reason = getattr(why, "reason", None)
+            if node is not None and reason:
+                found.append((str(node.name), _op_name(node), str(reason)))
+
+    logger = logging.getLogger("executorch.backends.xnnpack.partition")
+    handler = Keep(level=logging.DEBUG)
+    saved = (logger.level, logger.propagate, logging.root.manager.disable)
+    children = [logging.getLogger(n) for n in list(logging.root.manager.loggerDict)
+                if n.startswith("executorch.backends.xnnpack.partition.")]
+    child_levels = [c.level for c in children]
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    logger.propagate = False
+    for child in children:
+        child.setLevel(logging.NOTSET)  # defer to the parent's DEBUG level
+    logging.disable(logging.NOTSET)
+    try:
+        yield found
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(saved[0])
+        logger.propagate = saved[1]
+        for child, level in zip(children, child_levels):
+            child.setLevel(level)
+        logging.disable(saved[2])
+
+
+def _op_name(node: torch.fx.Node) -> str:
+    target = node.target
+    name = getattr(target, "__name__", None) or str(target)
+    # aten.upsample_bilinear2d.vec and edge ops print as e.g. "aten.mean.dim": keep the operator part
+    return name.replace("aten.", "", 1) if name.startswith("aten.") else name
+
+
+def export_methods(methods: Mapping[str, Any]) -> tuple[dict[str, tuple[torch.nn.Module, tuple[Any, ...], Any]],
+                                                         dict[str, torch.export.ExportedProgram]]:
+    """Normalise ``methods`` and ``torch.export`` each one (errors tagged with stage ``"export"``)."""
+    normalised = _normalise(methods)
     exported = {}
-    for name, (model, args, dynamic) in methods.items():
-        progress.step(f"torch.export {name}")
-        with captured_output():
+    for name, (model, args, dynamic) in normalised.items():
+        with _stage("export"), captured_output():
             exported[name] = torch.export.export(model, args, dynamic_shapes=dynamic)
+    return normalised, exported
+
+
+def _described(methods: dict[str, tuple[torch.nn.Module, tuple[Any, ...], Any]]) -> dict[str, Any]:
+    """What the library records beside the program and takes from the Python side (part of the key)."""
+    return {"order": list(methods),
+            "methods": {name: {"dynamic": cache.dynamic_shapes_repr(dynamic),
+                               "parameters": _forward_parameters(model)}
+                        for name, (model, _args, dynamic) in methods.items()}}
+
+
+def _forward_parameters(model: torch.nn.Module) -> list[str]:
+    try:
+        return list(inspect.signature(model.forward).parameters)
+    except (TypeError, ValueError):
+        return []
+
+
+def _build(methods: dict[str, tuple[torch.nn.Module, tuple[Any, ...], Any]],
+           exported: dict[str, torch.export.ExportedProgram], backend: str,
+           key: str, progress: _Progress) -> tuple[bytes, dict[str, Any]]:
+    import_executorch_quietly()
+    from executorch.exir import to_edge_transform_and_lower
+
     progress.step(f"lowering to {backend}")
     partitioner = [_xnnpack_partitioner()] if backend == "xnnpack" else []
-    with captured_output():
-        edge = to_edge_transform_and_lower(exported, partitioner=partitioner)
+    with _stage("lower"), captured_output(), _partitioner_reasons() as reasons:
+        edge = to_edge_transform_and_lower(dict(exported), partitioner=partitioner)
         progress.step("to_executorch (memory planning)")
         program = edge.to_executorch()
-    pte = bytes(program.buffer)
+        pte = bytes(program.buffer)
     plans = {plan.name: list(plan.non_const_buffer_sizes) for plan in program.executorch_program.execution_plan}
 
     with captured_output():
-        loaded = Runtime.get().load_program(pte)
+        loaded = load_program(pte)
     _LIVE_PROGRAMS.append(loaded)  # never freed: see artifact._LIVE_PROGRAMS
     meta: dict[str, Any] = {"key": key, "backend": backend, "methods": {}, "method_order": list(methods)}
     for name, (model, args, dynamic) in methods.items():
@@ -200,9 +315,11 @@ def _build(methods: dict[str, tuple[torch.nn.Module, tuple[Any, ...], Any]], bac
         with captured_output() as log:
             try:
                 loaded_method = loaded.load_method(name)  # keep it (and the program) alive while reading
-                method_meta = loaded_method.metadata
+                method_meta = loaded_method.method_meta()
             except Exception as exc:  # e.g. a kernel this runtime does not have
-                raise RuntimeRejectedError(name, str(exc), runtime_log_lines(log.getvalue())) from None
+                error = RuntimeRejectedError(name, str(exc), runtime_log_lines(log.getvalue()))
+                setattr(error, _STAGE_ATTRIBUTE, "load")
+                raise error from None
             planned: list[tuple[int, ...] | None] = []
             for i in range(method_meta.num_inputs()):
                 try:
@@ -224,22 +341,32 @@ def _build(methods: dict[str, tuple[torch.nn.Module, tuple[Any, ...], Any]], bac
             "contract": contract.to_dict(), "delegation": rows, "delegated_subgraphs": subgraphs,
             "notes": notes, "planned_buffer_sizes": plans.get(name, []), "graph": _graph_text(ep),
             "user_outputs": user_outputs, "runtime_outputs": runtime_outputs,
+            "declined": _declined_for(name, reasons, edge_ep) if backend == "xnnpack" else [],
         }
     return pte, meta
 
 
-def lower_methods(methods: Mapping[str, Any], *, backend: str = "xnnpack") -> PteArtifact:
-    """Export several methods into ONE ``.pte`` (bucketing, hoisting a decision into the app).
+def _declined_for(method: str, reasons: list[tuple[str, str, str]], edge_ep: Any) -> list[dict[str, str]]:
+    """The partitioner's reasons for the nodes of ``method`` that it declined (one per operator and reason)."""
+    names = {n.name for gm in edge_ep.graph_module.modules() if isinstance(gm, torch.fx.GraphModule)
+             for n in gm.graph.nodes}
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for node, op, reason in reasons:
+        if node not in names or (op, reason) in seen:
+            continue
+        seen.add((op, reason))
+        out.append({"op": op, "reason": reason})
+    return out
 
-    ``methods`` maps a method name to ``(model, example_args)`` or
-    ``(model, example_args, dynamic_shapes)``. Results are cached by content.
-    """
-    import_executorch_quietly()
+
+def lower_exported(methods: dict[str, tuple[torch.nn.Module, tuple[Any, ...], Any]],
+                   exported: dict[str, torch.export.ExportedProgram], *, backend: str = "xnnpack") -> PteArtifact:
+    """Lower already-exported methods (from :func:`export_methods`), or load them from the cache."""
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
-    normalised = _normalise(methods)
-    key = cache.fingerprint(normalised, backend)
-    label = f"{'+'.join(normalised)} → .pte ({backend})"
+    key = cache.program_key(exported, _described(methods), backend)
+    label = f"{'+'.join(methods)} → .pte ({backend})"
     progress = _Progress(label)
     memory_key = f"{cache.cache_dir()}/{key}"
     if memory_key in _MEMORY:
@@ -252,19 +379,33 @@ def lower_methods(methods: Mapping[str, Any], *, backend: str = "xnnpack") -> Pt
             if stored is None:
                 progress.step("starting")
                 try:
-                    # Tracing may draw random numbers; a cold build must leave the caller's RNG exactly
+                    # Lowering may draw random numbers; a cold build must leave the caller's RNG exactly
                     # as a cache hit does, or printed values would depend on the cache state.
                     with torch.random.fork_rng(devices=[]):
-                        pte, meta = _build(normalised, backend, key, progress)
+                        pte, meta = _build(methods, exported, backend, key, progress)
                 except BaseException as exc:
                     progress.fail(exc)
                     raise
                 cache.store_entry(key, pte, meta)
                 stored = (pte, meta)
-    artifact = PteArtifact(*stored)
+    with _stage("load"):
+        artifact = PteArtifact(*stored)
     _MEMORY[memory_key] = artifact
     progress.done("ready")
     return artifact
+
+
+def lower_methods(methods: Mapping[str, Any], *, backend: str = "xnnpack") -> PteArtifact:
+    """Export several methods into ONE ``.pte`` (bucketing, hoisting a decision into the app).
+
+    ``methods`` maps a method name to ``(model, example_args)`` or
+    ``(model, example_args, dynamic_shapes)``. Lowered programs are cached (see the module docstring).
+    """
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    with torch.random.fork_rng(devices=[]):  # tracing may draw random numbers: leave the caller's RNG alone
+        normalised, exported = export_methods(methods)
+    return lower_exported(normalised, exported, backend=backend)
 
 
 def lower(model: torch.nn.Module, example_args: Any, *, dynamic_shapes: Any = None,
@@ -273,7 +414,7 @@ def lower(model: torch.nn.Module, example_args: Any, *, dynamic_shapes: Any = No
 
     ``backend="xnnpack"`` delegates what XNNPACK supports; ``"portable"`` uses only the
     runtime's portable kernels. Export errors propagate unchanged (read them! or use
-    :func:`helpers.diagnose_export`). Cached by content: a second call is fast.
+    :func:`helpers.diagnose_export`). Cached: lowering an identical exported program again is fast.
     """
     return lower_methods({"forward": (model, example_args, dynamic_shapes)}, backend=backend)
 

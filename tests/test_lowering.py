@@ -17,7 +17,7 @@ from torch.export import Dim
 import helpers
 from helpers import cache
 from helpers import models as M
-from helpers.lowering import forget_in_memory
+from helpers.lowering import forget_in_memory, stage_of
 
 G = torch.Generator().manual_seed(1)
 
@@ -43,64 +43,6 @@ def test_graph_records_only_the_branch_the_flag_took():
     without = helpers.lower(M.ConfigBranch(use_residual=False), (x,))
     assert "aten.add" in with_res.graph() and "aten.add" not in without.graph()
     assert with_res.key != without.key
-
-
-def test_cache_hit_in_memory_and_on_disk_does_not_export(monkeypatch):
-    model = M.ConfigBranch(seed=11)
-    x = rand(2, 4)
-    first = helpers.lower(model, (x,))
-    assert helpers.lower(model, (x,)) is first
-    forget_in_memory()
-
-    def no_export(*args, **kwargs):
-        raise AssertionError("a cache hit must not export again")
-
-    monkeypatch.setattr(torch.export, "export", no_export)
-    again = helpers.lower(model, (x,))
-    assert again.key == first.key and again is not first
-    torch.testing.assert_close(again.run(x)[0], first.run(x)[0])
-
-
-@pytest.mark.parametrize("make_pair", [
-    lambda: (M.ConfigBranch(seed=1), M.ConfigBranch(seed=2)),                       # weights
-    lambda: (M.ConfigBranch(use_residual=True), M.ConfigBranch(use_residual=False)),  # a plain attribute
-    lambda: (M.ScaleOrShiftCond(), M.ScaleOrShiftWhere()),                            # code, same weights
-])
-def test_cache_key_follows_the_state_and_code(make_pair):
-    a, b = make_pair()
-    x = rand(2, 4)
-    key_a = cache.fingerprint({"forward": (a, (x,), None)}, "xnnpack")
-    key_b = cache.fingerprint({"forward": (b, (x,), None)}, "xnnpack")
-    assert key_a != key_b
-
-
-def test_two_instances_with_different_weights_never_share_an_artifact():
-    x = rand(2, 4)
-    a, b = M.ConfigBranch(seed=21), M.ConfigBranch(seed=22)
-    art_a, art_b = helpers.lower(a, (x,)), helpers.lower(b, (x,))
-    assert art_a is not art_b and art_a.key != art_b.key
-    torch.testing.assert_close(art_a.run(x)[0], a(x).detach(), atol=1e-5, rtol=1e-5)
-    torch.testing.assert_close(art_b.run(x)[0], b(x).detach(), atol=1e-5, rtol=1e-5)
-
-
-def test_cache_key_covers_shapes_dynamic_shapes_and_backend():
-    model = M.ConfigBranch()
-    base = cache.fingerprint({"forward": (model, (rand(2, 4),), None)}, "xnnpack")
-    assert base == cache.fingerprint({"forward": (model, (rand(2, 4),), None)}, "xnnpack")  # values don't matter
-    assert base != cache.fingerprint({"forward": (model, (rand(3, 4),), None)}, "xnnpack")
-    assert base != cache.fingerprint({"forward": (model, (rand(2, 4),), None)}, "portable")
-    dyn = {"x": {0: Dim("batch", min=1, max=8)}}
-    dyn2 = {"x": {0: Dim("batch", min=1, max=16)}}
-    assert base != cache.fingerprint({"forward": (model, (rand(2, 4),), dyn)}, "xnnpack")
-    assert cache.fingerprint({"forward": (model, (rand(2, 4),), dyn)}, "xnnpack") != \
-        cache.fingerprint({"forward": (model, (rand(2, 4),), dyn2)}, "xnnpack")
-
-
-def test_cache_key_covers_python_scalars_baked_in():
-    model = M.ScalarRepeat()
-    x = rand(1, 4)
-    assert cache.fingerprint({"forward": (model, (x, 2), None)}, "xnnpack") != \
-        cache.fingerprint({"forward": (model, (x, 3), None)}, "xnnpack")
 
 
 @pytest.mark.parametrize("damage", ["truncate_pte", "garbage_json", "flip_byte"])
@@ -229,6 +171,33 @@ def test_method_order_survives_the_disk_cache(tmp_path, monkeypatch):
     assert helpers.lower_methods(spec).methods == ("positive", "negative")
     forget_in_memory()
     assert helpers.lower_methods(spec).methods == ("positive", "negative")
+
+
+def test_lowering_reports_the_partitioners_reasons_and_writes_no_files(tmp_path, monkeypatch):
+    monkeypatch.setenv("EXPORTLAB_CACHE_DIR", str(tmp_path / "cache"))  # a cold build, whatever ran before
+    (tmp_path / "cwd").mkdir()
+    monkeypatch.chdir(tmp_path / "cwd")  # XNNPACK's serializer dumps delegate graphs here if its logger is at DEBUG
+    model = M.ShapeBranch(seed=5)
+    art = helpers.lower(model, (rand(2, 8, 4),), dynamic_shapes={"x": {1: Dim("frames", min=2, max=16)}})
+    reasons = art.delegation().reasons()
+    assert any("4D" in r for r in reasons["aten_mean_dim"]), reasons  # XNNPACK's own words
+    assert list((tmp_path / "cwd").iterdir()) == []
+
+
+def test_model_errors_carry_their_stage_and_keep_their_type():
+    with pytest.raises(Exception) as export_error:
+        helpers.lower(M.WhileDouble(), (torch.rand(3),))
+    assert stage_of(export_error.value) == "export"
+    assert type(export_error.value).__name__ == "GuardOnDataDependentSymNode"
+    from helpers.lessons.control_flow import MedianCenter, SortValues
+
+    with pytest.raises(Exception) as lower_error:
+        helpers.lower(MedianCenter(), (rand(3, 4),))
+    assert stage_of(lower_error.value) == "lower"
+    with pytest.raises(helpers.RuntimeRejectedError) as load_error:
+        helpers.lower(SortValues(), (rand(5),), backend="portable")
+    assert stage_of(load_error.value) == "load"
+    assert stage_of(ValueError("a bug in the library")) is None
 
 
 def test_show_error_keeps_torch_logs_out(capsys):

@@ -1,0 +1,284 @@
+"""The cache of lowered programs is sound: a stored program is served only when a fresh export would
+lower to the same program.
+
+The key is computed from the exported program (graphs, recorded shapes, signature, ranges, weights,
+constants), so every way a ``forward()`` can depend on Python state is covered by construction. These
+tests change that state in each of those ways between two calls and check that the second program
+follows eager PyTorch (and that an unchanged model is a cache hit, without the compiler).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import types
+
+import pytest
+import torch
+from torch import nn
+from torch.export import Dim
+
+import helpers
+from helpers import cache, lowering
+from helpers import models as M
+from helpers.lowering import export_methods, forget_in_memory
+
+
+def key_of(model, args, dynamic=None, backend="xnnpack") -> str:
+    normalised, exported = export_methods({"forward": (model, args, dynamic)})
+    return cache.program_key(exported, lowering._described(normalised), backend)
+
+
+def fresh_output(model, args):
+    """Lower (cache or not) and run: what the library would show a learner."""
+    (out,) = helpers.lower(model, args, backend="portable").run(*args)
+    return out
+
+
+def follows_eager(model, args) -> bool:
+    with torch.no_grad():
+        return torch.allclose(fresh_output(model, args), model(*args), atol=1e-5)
+
+
+X = torch.arange(8, dtype=torch.float32).reshape(2, 4) / 8
+
+
+# ----- the key ------------------------------------------------------------------------------------
+def test_key_ignores_example_values_but_not_shapes_backend_bounds_names_or_scalars():
+    model = M.ConfigBranch()
+    base = key_of(model, (torch.randn(2, 4),))
+    assert base == key_of(model, (torch.randn(2, 4),))  # values of a static example do not matter
+    assert base != key_of(model, (torch.randn(3, 4),))
+    assert base != key_of(model, (torch.randn(2, 4),), backend="portable")
+    batch8, batch16 = Dim("batch", min=1, max=8), Dim("batch", min=1, max=16)
+    assert key_of(model, (X,), {"x": {0: batch8}}) != key_of(model, (X,), {"x": {0: batch16}})
+    # The user's Dim name is recorded in the input contract beside the program: part of the key.
+    assert key_of(model, (X,), {"x": {0: batch8}}) != key_of(model, (X,), {"x": {0: Dim("rows", min=1, max=8)}})
+    scalar = M.ScalarRepeat()
+    assert key_of(scalar, (torch.ones(1, 4), 2)) != key_of(scalar, (torch.ones(1, 4), 3))
+
+
+@pytest.mark.parametrize("make_pair", [
+    lambda: (M.ConfigBranch(seed=1), M.ConfigBranch(seed=2)),                       # weights
+    lambda: (M.ConfigBranch(use_residual=True), M.ConfigBranch(use_residual=False)),  # a plain attribute
+    lambda: (M.ScaleOrShiftCond(), M.ScaleOrShiftWhere()),                            # code, same weights
+])
+def test_key_follows_state_and_code(make_pair):
+    a, b = make_pair()
+    assert key_of(a, (X,)) != key_of(b, (X,))
+
+
+# ----- Python state a forward() can read, changed between two calls --------------------------------
+def _module_global_model():
+    cfg = types.ModuleType("exportlab_test_cfg")
+    cfg.TABLE = (2.0, 2.0)
+    sys.modules[cfg.__name__] = cfg
+    namespace: dict = {}
+    exec(textwrap.dedent("""
+        import torch
+        import exportlab_test_cfg as cfg
+
+        class ReadsTable(torch.nn.Module):
+            def forward(self, x):
+                return x * cfg.TABLE[1]
+    """), namespace)
+    return namespace["ReadsTable"](), cfg
+
+
+def test_a_value_read_through_an_imported_module():
+    model, cfg = _module_global_model()
+    assert follows_eager(model, (X,))
+    cfg.TABLE = (2.0, 7.0)  # another module's global, as a config file would change it
+    assert follows_eager(model, (X,))
+
+
+def test_globals_of_any_type():
+    namespace: dict = {"SETTINGS": {"gain": 2.0}, "OFFSETS": torch.tensor([1.0, 2.0, 3.0, 4.0])}
+    exec(textwrap.dedent("""
+        import torch
+
+        class ReadsGlobals(torch.nn.Module):
+            def forward(self, x):
+                return x * SETTINGS["gain"] + OFFSETS
+    """), namespace)
+    model = namespace["ReadsGlobals"]()
+    assert follows_eager(model, (X,))
+    namespace["SETTINGS"]["gain"] = 5.0  # a dict mutated in place
+    assert follows_eager(model, (X,))
+    namespace["OFFSETS"].mul_(-1)  # a global tensor edited in place
+    assert follows_eager(model, (X,))
+
+
+def test_a_closure():
+    def make(scale):
+        def scaled(x):
+            return x * scale[0]
+        return scaled
+
+    scale = [3.0]
+
+    class UsesClosure(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fn = make(scale)
+
+        def forward(self, x):
+            return self.fn(x) + 1
+
+    model = UsesClosure()
+    assert follows_eager(model, (X,))
+    scale[0] = -4.0  # the closed-over list changes; the function object does not
+    assert follows_eager(model, (X,))
+
+
+def test_default_arguments_including_a_random_tensor():
+    class OptionalInput(nn.Module):  # ExportDB's example: a tensor default, drawn once at definition
+        def forward(self, x, y=torch.randn(2, 4)):
+            return x + y
+
+    model = OptionalInput()
+    assert follows_eager(model, (X,))
+    OptionalInput.forward.__defaults__ = (torch.randn(2, 4),)
+    assert follows_eager(model, (X,))
+
+
+def test_a_class_from_any_namespace():
+    class Scaled(nn.Module):
+        factor = 2.0
+
+        def forward(self, x):
+            return x * self.factor
+
+    Scaled.__module__ = "torch.nn.modules.not_really_torch"  # the old fingerprint skipped "torch.*" classes
+    model = Scaled()
+    assert follows_eager(model, (X,))
+    Scaled.factor = 9.0
+    assert follows_eager(model, (X,))
+
+
+def test_a_model_edited_in_place_between_calls():
+    model = M.ConfigBranch(seed=41)
+    assert follows_eager(model, (X,))
+    with torch.no_grad():
+        model.proj.weight.add_(0.5)  # weights edited in place
+    assert follows_eager(model, (X,))
+    model.use_residual = not model.use_residual  # a flag flipped
+    assert follows_eager(model, (X,))
+    model.proj = nn.Linear(4, 4)  # a submodule replaced
+    assert follows_eager(model, (X,))
+
+
+def test_deep_and_cyclic_configs_do_not_recurse():
+    class Config:
+        pass
+
+    config = Config()
+    config.self = config  # a cycle
+    deep: list = []
+    node = deep
+    for _ in range(5000):  # deeper than Python's recursion limit
+        node.append([])
+        node = node[0]
+    config.deep = deep
+
+    class Configured(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.config = config
+            self.proj = nn.Linear(4, 4)
+
+        def forward(self, x):
+            return self.proj(x)
+
+    model = Configured().eval()
+    assert follows_eager(model, (X,))
+
+
+# ----- hits, and what a hit costs ---------------------------------------------------------------
+def test_a_hit_exports_again_but_never_lowers_again(monkeypatch):
+    model = M.ConfigBranch(seed=11)
+    first = helpers.lower(model, (X,))
+    assert helpers.lower(model, (X,)) is first  # in memory
+    forget_in_memory()
+
+    def no_build(*args, **kwargs):
+        raise AssertionError("a cache hit must not lower again")
+
+    monkeypatch.setattr(lowering, "_build", no_build)
+    again = helpers.lower(model, (X,))  # from disk
+    assert again.key == first.key and again is not first
+    torch.testing.assert_close(again.run(X)[0], first.run(X)[0])
+
+
+_PROCESS = r"""
+import json, sys
+import torch
+import helpers
+from helpers import lowering
+
+helpers.set_progress(False)
+builds = []
+real_build = lowering._build
+def counting_build(*args, **kwargs):
+    builds.append(1)
+    return real_build(*args, **kwargs)
+lowering._build = counting_build
+
+sys.path.insert(0, sys.argv[1])
+import usermodels
+
+x = torch.ones(2, 4)
+result = {}
+for name in sys.argv[2:]:
+    model = getattr(usermodels, name)()
+    before = len(builds)
+    (out,) = helpers.lower(model, (x,)).run(x)
+    with torch.no_grad():
+        result[name] = {"matches": bool(torch.allclose(out, model(x), atol=1e-5)), "built": len(builds) > before}
+result["compiler imported"] = "executorch.exir" in sys.modules
+print(json.dumps(result))
+"""
+
+_USER_MODELS = """
+import torch
+import userconfig
+
+
+class ReadsConfig(torch.nn.Module):
+    def forward(self, x):
+        return x * userconfig.TABLE[1]
+
+
+class OptionalInput(torch.nn.Module):
+    def forward(self, x, y=torch.randn(2, 4)):  # a new random default in every process
+        return x + y
+"""
+
+
+def test_across_processes_an_edited_module_and_a_random_default_are_rebuilt(tmp_path):
+    """The two stale-cache bugs of the old fingerprint, as a user meets them: run, edit, run again."""
+    (tmp_path / "usermodels.py").write_text(_USER_MODELS)
+    config = tmp_path / "userconfig.py"
+    env = {**os.environ, "EXPORTLAB_CACHE_DIR": str(tmp_path / "cache")}
+
+    def run(*names):
+        done = subprocess.run([sys.executable, "-c", _PROCESS, str(tmp_path), *names], env=env, text=True,
+                              capture_output=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    config.write_text("TABLE = (2, 2)\n")
+    first = run("ReadsConfig", "OptionalInput")
+    assert first["ReadsConfig"] == {"matches": True, "built": True}
+    assert first["OptionalInput"] == {"matches": True, "built": True}
+
+    config.write_text("TABLE = (2, 7)\n")  # the user edits the config between two runs
+    second = run("ReadsConfig", "OptionalInput")
+    assert second["ReadsConfig"] == {"matches": True, "built": True}, "a stale program was served"
+    assert second["OptionalInput"] == {"matches": True, "built": True}, "the previous process's default was baked"
+
+    third = run("ReadsConfig")  # nothing changed: a hit, loaded without importing the compiler
+    assert third == {"ReadsConfig": {"matches": True, "built": False}, "compiler imported": False}
