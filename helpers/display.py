@@ -8,14 +8,18 @@ machine-specific paths removed.
 from __future__ import annotations
 
 import contextlib
+import html
+import inspect
 import io
 import re
+import textwrap
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-__all__ = ["fmt", "show_error", "error_excerpt", "sanitize", "check_prediction"]
+__all__ = ["fmt", "show_error", "error_excerpt", "sanitize", "show_source", "Source"]
 
 _PATHS = [
     (re.compile(r'File "/tmp/ipykernel_\d+/\d+\.py"'), 'File "<notebook cell>"'),
@@ -55,9 +59,10 @@ def fmt(value: Any, decimals: int = 3) -> str:
     return f"[{', '.join(items)}] ({shape})"
 
 
+# Lines that are about torch's own debugging, never about the learner's model. torch's remedies
+# ("consider using data-dependent friendly APIs", draft_export, torch._check) stay: they are advice.
 _NOISE = ("For more information, run with", "TORCH_LOGS", "TORCHDYNAMO_EXTENDED", "For C++ stack trace",
-          "For more debugging help", "draft_export", "If you suspect the guard", "consider using data-dependent",
-          "The error above occurred when calling")
+          "For more debugging help", "The error above occurred when calling")
 
 
 def error_excerpt(exc: BaseException, max_lines: int = 12) -> str:
@@ -89,8 +94,30 @@ def show_error(fn: Callable[..., Any], *args: Any, max_lines: int = 12, **kwargs
     return None
 
 
+@dataclass(frozen=True)
+class Source:
+    """The source code of classes or functions, shown whole (HTML in a notebook, plain text elsewhere)."""
+
+    title: str
+    code: str
+
+    def __repr__(self) -> str:
+        return f"── {self.title} ──\n{self.code}"
+
+    def _repr_html_(self) -> str:
+        return (f"<div><b>{html.escape(self.title)}</b><pre style='font-size:90%;margin:4px 0'>"
+                f"{html.escape(self.code)}</pre></div>")
+
+
+def show_source(*objects: Any, title: str = "") -> Source:
+    """The full source of each class or function, so the code a lesson asks about is on the page."""
+    parts = [textwrap.dedent(inspect.getsource(obj)).strip() for obj in objects]
+    names = ", ".join(getattr(obj, "__name__", type(obj).__name__) for obj in objects)
+    return Source(title or names, "\n\n\n".join(parts))
+
+
 def check_prediction(prediction: str, actual: str, why: str = "") -> bool:
-    """Print whether the learner's recorded ``prediction`` matches what really happened."""
+    """Deprecated (being replaced by :func:`helpers.questions.reveal`): print whether ``prediction`` matches."""
     right = prediction.strip().lower() == actual.strip().lower()
     mark = "✓ right" if right else f"✗ not quite — you predicted {prediction!r}"
     print(f"actual: {actual} — {mark}" + (f"\n{why}" if why else ""))

@@ -3,9 +3,11 @@
 One example input proves almost nothing: a silently specialized program matches eager on
 exactly the inputs it was traced with. :func:`probe_inputs` builds a varied set (signs,
 scales, zeros, extremes, and every dynamic axis at its min, max, middle and one step beyond
-each bound, static axes nudged), and :func:`compare` runs eager and the *raw* runtime (what a
-device does: no host-side checks) on each, classifying every row as ``match``, ``diverge``,
-``rejected`` or ``eager_error`` and noting whether the input was inside the export contract.
+each bound, static axes nudged), and :func:`compare` runs eager and the *raw* runtime
+(:meth:`PteArtifact.run_raw`: no host-side contract check) on each, classifying every row as
+``match``, ``diverge``, ``rejected`` (the runtime refused it), ``refused`` (refused on the host
+before the runtime, because the runtime would hand it to the delegate as undefined behaviour) or
+``eager_error``, and noting whether the input was inside the export contract.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import contextlib
 import html
 import logging
 import math
+import re
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,12 +24,15 @@ from typing import Any
 import sympy
 import torch
 
-from .artifact import PteArtifact, RuntimeRejectedError
+from .artifact import HostRefusedError, PteArtifact, RuntimeRejectedError
 from .contract import InputContract, forward_parameter_names, user_dim_specs
 
-__all__ = ["Probe", "probe_inputs", "ParityRow", "ParityReport", "compare", "check_one", "STATUSES"]
+__all__ = ["Probe", "probe_inputs", "ParityRow", "ParityReport", "ParityGroup", "compare", "check_one", "STATUSES",
+           "STATUS_WORDS"]
 
-STATUSES = ("match", "diverge", "rejected", "eager_error")
+STATUSES = ("match", "diverge", "rejected", "refused", "eager_error")
+STATUS_WORDS = {"match": "match", "diverge": "diverge", "rejected": "rejected by the runtime",
+                "refused": "refused on the host", "eager_error": "eager errors"}
 
 
 @dataclass(frozen=True)
@@ -296,7 +302,8 @@ class ParityRow:
 
     @property
     def verdict(self) -> str:
-        """One word-ish label: match, diverge, rejected, eager error, or outside contract (…)."""
+        """One word-ish label: match, diverge, rejected (by the runtime), refused (on the host),
+        eager error, or outside contract (…)."""
         if self.status == "eager_error":
             return "eager error"
         if not self.within_contract and self.status in ("match", "diverge"):
@@ -304,12 +311,20 @@ class ParityRow:
         return self.status
 
     @property
+    def message(self) -> str:
+        """The one message that explains this row: eager's error, the runtime's or host's refusal, or
+        what differs."""
+        if self.status == "eager_error":
+            return self.eager_message
+        return self.runtime_message
+
+    @property
     def silently_accepted(self) -> bool:
         """The runtime ran an input outside the contract without complaint."""
         return not self.within_contract and self.status in ("match", "diverge")
 
     def describe(self) -> str:
-        text = self.status
+        text = STATUS_WORDS[self.status] if self.status in ("rejected", "refused") else self.status
         if self.status == "diverge" and self.max_abs_diff is not None and math.isfinite(self.max_abs_diff):
             text += f" (max |Δ| = {format_diff(self.max_abs_diff)})"
         elif self.status == "diverge":
@@ -414,6 +429,8 @@ def check_one(model: torch.nn.Module, artifact: PteArtifact, args: tuple[Any, ..
         return ParityRow(label, shapes, "eager_error", within, None, runtime_message, contract_message, eager_message)
     try:
         pte = artifact.run_raw(*[a.clone() if isinstance(a, torch.Tensor) else a for a in args], method=method)
+    except HostRefusedError as rej:
+        return ParityRow(label, shapes, "refused", within, None, rej.reason, contract_message, eager_output=eager)
     except RuntimeRejectedError as rej:
         return ParityRow(label, shapes, "rejected", within, None, rej.reason, contract_message, eager_output=eager)
     same, worst, what = _difference(eager, pte, atol, rtol)
@@ -447,11 +464,27 @@ class ParityReport:
     def summary(self) -> str:
         c = self.counts()
         silent = len(self.silently_accepted())
-        text = (f"{len(self.rows)} inputs: {c['match']} match, {c['diverge']} diverge, {c['rejected']} rejected, "
-                f"{c['eager_error']} eager errors")
+        parts = [f"{c['match']} match", f"{c['diverge']} diverge", f"{c['rejected']} rejected by the runtime"]
+        if c["refused"]:
+            parts.append(f"{c['refused']} refused on the host")
+        parts.append(f"{c['eager_error']} eager errors")
+        text = f"{len(self.rows)} inputs: " + ", ".join(parts)
         if silent:
-            text += f"; {silent} outside the contract were silently run"
+            text += (f"; {silent} outside the contract {'was' if silent == 1 else 'were'} run by the runtime "
+                     "without complaint")
         return text
+
+    def groups(self) -> list[ParityGroup]:
+        """Rows with the same status, the same side of the contract and the same reason, together
+        (reasons compared with their sizes blanked, so one runtime message per kind of refusal)."""
+        found: dict[tuple[str, bool, str], ParityGroup] = {}
+        for r in self.rows:
+            key = (r.status, r.within_contract, _reason_kind(r))
+            if key not in found:
+                found[key] = ParityGroup(r.status, r.within_contract, key[2], [])
+            found[key].rows.append(r)
+        order = {s: i for i, s in enumerate(STATUSES)}
+        return sorted(found.values(), key=lambda g: (not g.within_contract, order[g.status]))
 
     def __repr__(self) -> str:
         return f"<ParityReport '{self.method}': {self.summary()}>"
@@ -474,6 +507,16 @@ class ParityReport:
             "contract_message": r.contract_message, "eager_message": r.eager_message} for r in self.rows])
 
     def __str__(self) -> str:
+        """The report, one line per group of identical outcomes (``table()`` has every row)."""
+        lines = [f"parity of '{self.method}': {self.summary()}"]
+        for g in self.groups():
+            lines.append(f"  {g.title()} ({len(g.rows)}): {g.labels()}")
+            if g.reason:
+                lines.append(f"      {g.reason}")
+        return "\n".join(lines)
+
+    def table(self) -> str:
+        """Every row on its own line (the details behind :meth:`__str__`)."""
         lines = [f"parity of '{self.method}': {self.summary()}"]
         for r in self.rows:
             detail = ""
@@ -484,13 +527,21 @@ class ParityReport:
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
-        colours = {"match": "#d9f2d9", "diverge": "#f8d0d0", "rejected": "#fde9c4", "eager_error": "#e0e0e0"}
-        body = []
+        colours = {"match": "#d9f2d9", "diverge": "#f8d0d0", "rejected": "#fde9c4", "refused": "#e8dcf2",
+                   "eager_error": "#e0e0e0"}
+        groups = []
+        for g in self.groups():
+            groups.append(
+                f"<tr style='background:{colours[g.status]}'><td><b>{html.escape(STATUS_WORDS[g.status])}</b></td>"
+                f"<td>{'inside' if g.within_contract else '<b>outside</b>'}</td><td style='text-align:right'>"
+                f"{len(g.rows)}</td><td style='font-size:85%'>{html.escape(g.labels())}</td>"
+                f"<td style='font-size:85%'>{html.escape(g.reason)}</td></tr>")
+        rows = []
         for r in self.rows:
-            note = r.runtime_message or r.eager_message
+            note = r.message
             if not r.within_contract:
                 note = (note + " — " if note else "") + f"outside contract: {r.contract_message}"
-            body.append(
+            rows.append(
                 f"<tr style='background:{colours[r.status]}'><td>{html.escape(r.label)}</td>"
                 f"<td><code>{html.escape(r.shapes)}</code></td><td><b>{r.status}</b></td>"
                 f"<td>{'yes' if r.within_contract else '<b>no</b>'}</td>"
@@ -499,8 +550,46 @@ class ParityReport:
         verdict = "✅ parity" if self.ok else ("⚠️ parity inside the contract only" if self.ok_within_contract
                                               else "❌ no parity")
         return (f"<div><b>{verdict}</b> — {html.escape(self.summary())}<table>"
+                "<tr><th>outcome</th><th>contract</th><th>#</th><th>inputs</th><th>reason</th></tr>"
+                + "".join(groups) + "</table><details><summary>every input</summary><table>"
                 "<tr><th>input</th><th>shapes</th><th>status</th><th>in contract</th><th>max |Δ|</th>"
-                "<th>runtime / contract message</th></tr>" + "".join(body) + "</table></div>")
+                "<th>eager / runtime / contract message</th></tr>" + "".join(rows) + "</table></details></div>")
+
+
+_SIZES = re.compile(r"\((?:\d+, )*\d+,?\)|\[(?:\d+, )*\d+\]|\b\d+\b")
+
+
+def _reason_kind(row: ParityRow) -> str:
+    """A row's reason with sizes blanked ("Expected shape (…), but received (…)"): one per kind."""
+    if row.status == "match":
+        return ""
+    if row.status == "diverge":
+        text = row.runtime_message or "values differ"
+    else:
+        text = row.message
+    text = text.split(" [")[0]  # the runtime's error code in brackets adds nothing per row
+    return _SIZES.sub("…", text)
+
+
+@dataclass
+class ParityGroup:
+    """Rows of a report with the same outcome and the same kind of reason."""
+
+    status: str
+    within_contract: bool
+    reason: str
+    rows: list[ParityRow]
+
+    def title(self) -> str:
+        side = "inside the contract" if self.within_contract else "outside the contract"
+        return f"{STATUS_WORDS[self.status]} · {side}"
+
+    def labels(self) -> str:
+        parts = []
+        for r in self.rows:
+            extra = f" max|Δ|={format_diff(r.max_abs_diff)}" if r.status == "diverge" else ""
+            parts.append(f"{r.label}{extra}")
+        return "; ".join(parts)
 
 
 def compare(model: torch.nn.Module, artifact: PteArtifact, inputs: Any, *, method: str = "forward",

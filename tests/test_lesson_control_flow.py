@@ -129,7 +129,7 @@ def test_widget_explains_and_labels_outside_contract(demo):
     explorer.set(trap="shape if", values="positive", size=1, flag=True, steps=2)
     assert explorer.verdict == "diverge" and "NaN" in explorer.output.value
     explorer.set(size=0)  # an empty clip: undefined behaviour in the delegate, refused on the host
-    assert explorer.verdict == "rejected" and "undefined behaviour" in explorer.output.value
+    assert explorer.verdict == "refused" and "undefined behaviour" in explorer.output.value
     explorer.set(trap="config flag", size=2, flag=False, values="negative")
     assert explorer.verdict == "diverge" and "use_residual=False" in explorer.output.value
     explorer.set(values="zeros")

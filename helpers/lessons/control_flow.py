@@ -289,7 +289,7 @@ def _explain_shape(row: ParityRow, size: int, flag: bool, scalar: int) -> str:
     if row.status == "diverge":
         return ("frames = 1 is inside the declared range, but export decided `x.shape[1] > 1` once, while "
                 "tracing, and kept no guard: the .pte normalises a single frame (its std is NaN); eager skips it.")
-    if row.status == "rejected" and size < 1:
+    if row.status == "refused":
         return ("an empty clip is below the Dim's min (1). The runtime would not check that, and on a delegated "
                 "program with a dynamic axis an empty input is undefined behaviour, so it is refused on the host.")
     if row.status == "rejected":
