@@ -258,6 +258,34 @@ err = helpers.show_error(art_shape_fixed.run, torch.randn(1, 1, 4))
 # %% [markdown]
 # ## Exercises
 #
+# ### ✏️ Exercise 01.vectorize_loop: one `.pte` for every batch
+#
+# `BatchLoop` (its source is above) loops over the rows of `x`. Rewrite its `forward()` so that it exports
+# with `dynamic_shapes={"x": {0: Dim("batch", min=1, max=8)}}` and the `.pte` computes what the loop
+# computes, for every batch from 1 to 8. Edit the cell, run it, then run the check: it exports, lowers and
+# runs your model in the ExecuTorch runtime and compares it with `BatchLoop` in eager mode.
+
+# %%
+# ✏️ Exercise 01.vectorize_loop — edit this cell, then run the check below.
+from helpers.models import BatchLoop
+
+
+class MyBatchLoop(BatchLoop):
+    def forward(self, x):
+        rows = []
+        for i in range(x.shape[0]):  # export needs a Python number here
+            rows.append(torch.tanh(self.item(x[i])) * (i + 1))
+        return torch.stack(rows)
+
+
+answer = MyBatchLoop()
+
+# %%
+from helpers import exercises
+
+grade = exercises.check("01.vectorize_loop", answer)
+
+# %% [markdown]
 # ### Explore: four traps, one widget
 #
 # Pick a trap; change the values, the batch/frames size, the app's `use_residual`, the scalar `steps`.

@@ -1,0 +1,240 @@
+"""What an exercise is, what a grade says, and the checks exercises are built from.
+
+Every check runs the real pipeline (``torch.export`` → lowering → the ExecuTorch runtime) and
+compares with the *intended* behaviour: the reference model's eager outputs. Feedback names what
+failed and on which input, and gives a hint that points at the idea, not at the answer.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import textwrap
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from ..artifact import PteArtifact
+from ..display import error_excerpt, fmt
+from ..parity import Probe, check_one, format_diff
+
+__all__ = ["Exercise", "Grade", "Verdict", "as_model", "lowered", "parity", "starter_cell", "SOURCES"]
+
+SOURCES = Path(__file__).resolve().parent.parent.parent / "notebooks" / "src"
+
+
+# ----- verdicts and grades ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Verdict:
+    """One criterion of a check: passed or not, what happened, and a hint when it failed."""
+
+    criterion: str
+    passed: bool
+    detail: str = ""
+    hint: str = ""
+
+
+@dataclass
+class Grade:
+    """The result of :meth:`Exercise.check`: ``passed`` and ``feedback`` (what failed, on which input,
+    and a hint that does not give the answer away); ``verdicts`` has every criterion checked."""
+
+    exercise_id: str
+    title: str
+    verdicts: list[Verdict] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.verdicts) and all(v.passed for v in self.verdicts)
+
+    @property
+    def failed(self) -> list[Verdict]:
+        return [v for v in self.verdicts if not v.passed]
+
+    @property
+    def feedback(self) -> str:
+        if self.passed:
+            return "; ".join(v.detail or v.criterion for v in self.verdicts)
+        first = self.failed[0]
+        text = f"{first.criterion}: {first.detail}" if first.detail else first.criterion
+        return text + (f"\nhint: {first.hint}" if first.hint else "")
+
+    def report(self) -> str:
+        """What a learner reads: the verdict first, then each criterion (✓/✗)."""
+        head = "✓ passed" if self.passed else "✗ not yet"
+        lines = [f"{head} — {self.exercise_id}: {self.title}"]
+        for v in self.verdicts:
+            mark = "✓" if v.passed else "✗"
+            lines.append(f"  {mark} {v.criterion}" + (f": {v.detail}" if v.detail else ""))
+            if not v.passed and v.hint:
+                lines.append(f"    hint: {v.hint}")
+            if not v.passed:
+                break  # later criteria depend on this one: fix it first
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.report()
+
+    def __repr__(self) -> str:
+        return f"<Grade {self.exercise_id}: {'passed' if self.passed else 'not yet'}>"
+
+
+# ----- exercises ----------------------------------------------------------------------------------
+@dataclass
+class Exercise:
+    """One exercise: what to submit, how it is graded, its starter (the lesson's cell) and its solution.
+
+    ``grade(answer)`` returns the list of :class:`Verdict` (it stops at the first failed criterion
+    that later ones depend on). ``context()`` gives the names the starter and solution code may use
+    (the lesson's reference model, ``torch``, ``nn``, ``Dim``…); both assign the answer to ``answer``.
+    """
+
+    id: str
+    lesson: str
+    title: str
+    goal: str
+    grade: Callable[[Any], list[Verdict]]
+    solution_code: str
+    context: Callable[[], dict[str, Any]]
+    kind: str = "model"
+
+    @property
+    def marker(self) -> str:
+        """The comment that starts the starter cell in the lesson."""
+        return f"# ✏️ Exercise {self.id}"
+
+    @property
+    def starter_source(self) -> str:
+        """The starter cell, as the lesson's source file has it (the learner edits this cell)."""
+        return starter_cell(self.lesson, self.marker)
+
+    @property
+    def starter(self) -> Any:
+        """The object the starter cell builds (what a learner who changed nothing submits)."""
+        return self.build(self.starter_source)
+
+    @property
+    def solution_source(self) -> str:
+        return textwrap.dedent(self.solution_code).strip() + "\n"
+
+    @property
+    def solution(self) -> Any:
+        """The object the solution code builds."""
+        return self.build(self.solution_source)
+
+    def build(self, source: str) -> Any:
+        """Run ``source`` (a starter, a solution or a test's wrong answer) with :attr:`context`; return ``answer``."""
+        namespace = dict(self.context())
+        exec(compile(source, f"<exercise {self.id}>", "exec"), namespace)  # noqa: S102 - the lesson's own code
+        if "answer" not in namespace:
+            raise ValueError(f"exercise {self.id}: the code must assign the answer to `answer`")
+        return namespace["answer"]
+
+    def check(self, answer: Any) -> Grade:
+        """Grade ``answer`` with the real pipeline (never raises for a wrong answer)."""
+        return Grade(self.id, self.title, list(self.grade(answer)))
+
+    def __repr__(self) -> str:
+        return f"<Exercise {self.id} ({self.lesson}): {self.title}>"
+
+
+def starter_cell(lesson: str, marker: str) -> str:
+    """The py:percent cell of ``notebooks/src/<lesson>.py`` whose first line starts with ``marker``."""
+    path = SOURCES / f"{lesson}.py"
+    if not path.exists():
+        raise FileNotFoundError(f"{path} not found: the starter cells are read from the lessons' sources "
+                                "(install the repository with `pip install -e .`)")
+    cells = re.split(r"^# %%.*\n", path.read_text(), flags=re.MULTILINE)
+    found = [c for c in cells if c.strip().splitlines() and c.strip().splitlines()[0].startswith(marker)]
+    if len(found) != 1:
+        raise LookupError(f"{path.name}: expected one cell containing {marker!r}, found {len(found)}")
+    return found[0].strip() + "\n"
+
+
+# ----- checks exercises are built from -----------------------------------------------------------
+def as_model(answer: Any, reference: nn.Module, *, what: str = "your model") -> tuple[nn.Module | None, Verdict]:
+    """``answer`` as an eval-mode copy carrying the reference's weights (so only ``forward()`` is judged).
+
+    Fails when ``answer`` is not an ``nn.Module`` or its parameters are not the reference's (names and
+    shapes): the exercise is about the code around the layers, not about retraining them.
+    """
+    criterion = "an nn.Module with the reference's layers"
+    if not isinstance(answer, nn.Module):
+        return None, Verdict(criterion, False, f"{what} is a {type(answer).__name__}, not an nn.Module instance",
+                             "assign an instance, e.g. `answer = MyModel()` (not the class)")
+    model = copy.deepcopy(answer).eval()
+    try:
+        model.load_state_dict(reference.state_dict(), strict=True)
+    except RuntimeError as exc:
+        problem = " ".join(str(exc).split())[:300]
+        return None, Verdict(criterion, False, f"its parameters differ from the reference's ({problem})",
+                             "subclass the reference model and change forward() only, so the layers stay the same")
+    return model, Verdict(criterion, True, "same layers as the reference (its weights are used)")
+
+
+def lowered(model: nn.Module, example: tuple[Any, ...], dynamic: Any = None, *, backend: str = "xnnpack",
+            hint: str = "", criterion: str = "exports, lowers and loads") -> tuple[PteArtifact | None, Verdict]:
+    """Run the real pipeline on ``model``; a failure becomes a verdict quoting torch's or ExecuTorch's words."""
+    from ..diagnose import diagnose_exception
+    from ..lowering import lower, stage_of
+
+    try:
+        artifact = lower(model, example, dynamic_shapes=dynamic, backend=backend)
+    except Exception as exc:  # noqa: BLE001 - the learner's model may fail in any stage
+        stage = stage_of(exc)
+        if stage is None:
+            raise  # the checker's own failure: never blame the learner for it
+        diagnosis = diagnose_exception(exc, stage)
+        inside_library = (diagnosis.location or "").startswith("helpers/")
+        where = f" at `{diagnosis.source_line}`" if diagnosis.source_line and not inside_library else ""
+        detail = f"{stage} failed{where} — {diagnosis.summary}"
+        if diagnosis.suggested_fixes:
+            detail += f" (torch suggests: {'; '.join(diagnosis.suggested_fixes)})"
+        return None, Verdict(criterion, False, detail, hint)
+    return artifact, Verdict(criterion, True, artifact.delegation().summary().split(": ", 1)[1])
+
+
+def parity(reference: nn.Module, artifact: PteArtifact, probes: Sequence[Probe], *, method: str = "forward",
+           hint: str = "", criterion: str = "matches the reference on every probe",
+           run: Callable[[Probe], tuple[Any, ...]] | None = None) -> Verdict:
+    """The answer's ``.pte`` against the reference's *eager* outputs on ``probes`` (the intended behaviour).
+
+    ``run``, when given, maps a probe to the ``.pte``'s outputs (an app-side dispatcher, a host step);
+    by default each probe goes straight to ``artifact.run_raw``.
+    """
+    for probe in probes:
+        if run is None:
+            row = check_one(reference, artifact, probe.args, method=method, label=probe.label)
+            if row.status == "match":
+                continue
+            if row.status in ("rejected", "refused"):
+                detail = f"on {probe.label} {probe.shapes()}: the .pte refused it — {row.message.split('. ')[0]}"
+            elif row.status == "eager_error":
+                raise RuntimeError(f"the reference fails on its own probe {probe.label}: {row.eager_message}")
+            else:
+                detail = (f"on {probe.label} {probe.shapes()}: the .pte returns {_outputs(row.pte_output)}, the "
+                          f"reference {_outputs(row.eager_output)} (max |Δ| {format_diff(row.max_abs_diff)})")
+            return Verdict(criterion, False, detail, hint)
+        with torch.no_grad():
+            expected = reference(*probe.args)
+        try:
+            got = run(probe)
+        except Exception as exc:  # noqa: BLE001 - the learner's app code or the runtime refused
+            return Verdict(criterion, False, f"on {probe.label} {probe.shapes()}: {error_excerpt(exc, 1)}", hint)
+        got_t = got[0] if isinstance(got, (tuple, list)) else got
+        exp_t = expected[0] if isinstance(expected, (tuple, list)) else expected
+        if tuple(got_t.shape) != tuple(exp_t.shape) or not torch.allclose(got_t, exp_t, atol=1e-4, rtol=1e-4,
+                                                                           equal_nan=False):
+            return Verdict(criterion, False, f"on {probe.label} {probe.shapes()}: the .pte returns {fmt(got_t)}, "
+                                             f"the reference {fmt(exp_t)}", hint)
+    return Verdict(criterion, True, f"{len(probes)} probes match the reference")
+
+
+def _outputs(values: tuple[Any, ...] | None) -> str:
+    if not values:
+        return "nothing"
+    return fmt(values[0]) if len(values) == 1 else fmt(values)
