@@ -8,12 +8,13 @@ STAMP  := $(VENV)/.installed
 export EXPORTLAB_CACHE_DIR ?= $(CURDIR)/.cache/exportlab
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
-.PHONY: lab test unit nbval browser lint notebooks sync-check bench clean-cache help
+.PHONY: lab test unit nbval browser lint notebooks sync-check bench cards clean-cache help
 
 help:
-	@echo "make lab    - start JupyterLab on notebooks/ (127.0.0.1, token-protected)"
+	@echo "make lab    - build the lessons' programs once (cached), then start JupyterLab on notebooks/ (127.0.0.1, token-protected)"
 	@echo "make test   - lint + unit tests + every notebook under strict nbval + real-browser widget tests"
 	@echo "make notebooks - re-execute every notebook and save its outputs (after editing a lesson)"
+	@echo "make cards  - printable interview answer cards: build/interview-cards.html"
 	@echo "make bench  - benchmarks (cold vs cached lower, run vs run_raw, eager vs .pte, widget latency)"
 
 $(STAMP): requirements.txt pyproject.toml
@@ -22,11 +23,13 @@ $(STAMP): requirements.txt pyproject.toml
 	$(BIN)/python -m pip install --quiet -r requirements.txt
 	$(BIN)/python -m pip install --quiet --no-deps -e .
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (exportlab)" >/dev/null
+	$(BIN)/python tools/kernelspec.py >/dev/null
 	touch $(STAMP)
 
 # JupyterLab settings that make the lessons reliable (windowingMode: none) come from jupyter/overrides.json.
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 lab: $(STAMP)
+	$(BIN)/python tools/notebooks.py warm || echo "(some lessons failed while warming the cache; they will build on first run)"
 	$(BIN)/jupyter lab --notebook-dir=notebooks --ServerApp.ip=127.0.0.1 --ServerApp.open_browser=False \
 		--LabApp.app_settings_dir=$(CURDIR)/jupyter $(ROOT_FLAG)
 
@@ -54,6 +57,9 @@ sync-check: $(STAMP)
 
 notebooks: $(STAMP)
 	$(BIN)/python tools/notebooks.py execute $(NB)
+
+cards: $(STAMP)
+	$(BIN)/python -m helpers.interview cards build/interview-cards.html
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_core.py

@@ -2,6 +2,8 @@
 
     python tools/notebooks.py execute [NAME ...]   # src/*.py → .ipynb, run in a fresh kernel, save outputs
     python tools/notebooks.py check                # CI: .ipynb and src/*.py agree, every cell has run, no stray errors
+    python tools/notebooks.py warm                 # `make lab`: run every lesson once (nothing saved) so the
+                                                   # programs they lower are in the cache before a learner opens them
 
 The py:percent file in notebooks/src/ is the source a reviewer reads; the .ipynb carries the
 executed outputs that nbval compares. Cell ids are kept stable across rebuilds (an unchanged
@@ -104,6 +106,56 @@ def execute(names: list[str]) -> None:
         print(f"{target.relative_to(ROOT)}: executed in {time.perf_counter() - start:.1f} s")
 
 
+def _warm_one(path: str) -> tuple[str, float, str]:
+    start = time.perf_counter()
+    nb = nbformat.read(path, as_version=4)
+    try:
+        NotebookClient(nb, timeout=900, kernel_name="python3", store_widget_state=False,
+                       resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
+        problem = ""
+    except Exception as exc:  # noqa: BLE001 - report and go on: a lesson that fails still warms the others
+        problem = f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"
+    return Path(path).stem, time.perf_counter() - start, problem
+
+
+def _warm_stamp() -> Path:
+    digest = hashlib.sha256()
+    for path in sorted([*SOURCES.glob("*.py"), *(ROOT / "helpers").rglob("*.py"), ROOT / "requirements.txt"]):
+        digest.update(path.read_bytes())
+    cache = Path(os.environ.get("EXPORTLAB_CACHE_DIR") or ROOT / ".cache" / "exportlab")
+    return cache / f"warm-{digest.hexdigest()[:16]}.stamp"
+
+
+def warm(workers: int = 2) -> int:
+    """Run every lesson once, two at a time, without saving: the cache then holds every program the
+    lessons lower, so a learner's first open loads them instead of building them. Skipped when the
+    lessons, the library and the pins are unchanged since the last warm-up."""
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    os.environ.setdefault("EXPORTLAB_CACHE_DIR", str(ROOT / ".cache" / "exportlab"))
+    stamp = _warm_stamp()
+    if stamp.exists():
+        print("lessons' programs: already built (the cache is warm)")
+        return 0
+    paths = sorted(str(p) for p in NOTEBOOKS.glob("*.ipynb"))
+    start, failed = time.perf_counter(), []
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        futures = [pool.submit(_warm_one, p) for p in paths]
+        for done, future in enumerate(as_completed(futures), 1):
+            name, seconds, problem = future.result()
+            if problem:
+                failed.append(f"{name}: {problem}")
+            line = f"building the lessons' programs: {done}/{len(paths)} · {name} ({seconds:.0f} s)"
+            print(f"\r{line:<100}", end="", flush=True)
+    print(f"\rbuilt the lessons' programs in {time.perf_counter() - start:.0f} s{'':<60}")
+    for f in failed:
+        print(f"- {f}")
+    if not failed:
+        stamp.parent.mkdir(parents=True, exist_ok=True)
+        stamp.touch()
+    return 1 if failed else 0
+
+
 def check() -> int:
     problems = []
     notebooks = {p.stem: p for p in NOTEBOOKS.glob("*.ipynb")}
@@ -131,9 +183,11 @@ def check() -> int:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) < 2 or sys.argv[1] not in {"execute", "check"}:
+    if len(sys.argv) < 2 or sys.argv[1] not in {"execute", "check", "warm"}:
         sys.exit(__doc__)
     if sys.argv[1] == "execute":
         execute(sys.argv[2:])
+    elif sys.argv[1] == "warm":
+        sys.exit(warm())
     else:
         sys.exit(check())
