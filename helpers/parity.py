@@ -556,11 +556,12 @@ class ParityReport:
                 "<th>eager / runtime / contract message</th></tr>" + "".join(rows) + "</table></details></div>")
 
 
-_SIZES = re.compile(r"\((?:\d+, )*\d+,?\)|\[(?:\d+, )*\d+\]|\b\d+\b")
+# Shapes in a message ("(1, 3, 48, 64)", "[2, 8]", "16x5") differ from row to row for one kind of reason.
+_SIZES = re.compile(r"\((?:\d+, )+\d+,?\)|\((?:\d+),\)|\[(?:\d+, )*\d+\]|\b\d+x\d+\b")
 
 
 def _reason_kind(row: ParityRow) -> str:
-    """A row's reason with sizes blanked ("Expected shape (…), but received (…)"): one per kind."""
+    """A row's reason with its shapes blanked ("Expected shape …, but received …"): one line per kind."""
     if row.status == "match":
         return ""
     if row.status == "diverge":

@@ -101,6 +101,7 @@ class Exercise:
     solution_code: str
     context: Callable[[], dict[str, Any]]
     kind: str = "model"
+    revisit: tuple[str, ...] = ()  # lessons that teach what the exercise needs (default: its own lesson)
 
     @property
     def marker(self) -> str:
@@ -224,7 +225,7 @@ def parity(reference: nn.Module, artifact: PteArtifact, probes: Sequence[Probe],
         try:
             got = run(probe)
         except Exception as exc:  # noqa: BLE001 - the learner's app code or the runtime refused
-            return Verdict(criterion, False, f"on {probe.label} {probe.shapes()}: {error_excerpt(exc, 1)}", hint)
+            return Verdict(criterion, False, f"on {probe.label} {probe.shapes()}: {_refusal(exc)}", hint)
         got_t = got[0] if isinstance(got, (tuple, list)) else got
         exp_t = expected[0] if isinstance(expected, (tuple, list)) else expected
         if tuple(got_t.shape) != tuple(exp_t.shape) or not torch.allclose(got_t, exp_t, atol=1e-4, rtol=1e-4,
@@ -232,6 +233,20 @@ def parity(reference: nn.Module, artifact: PteArtifact, probes: Sequence[Probe],
             return Verdict(criterion, False, f"on {probe.label} {probe.shapes()}: the .pte returns {fmt(got_t)}, "
                                              f"the reference {fmt(exp_t)}", hint)
     return Verdict(criterion, True, f"{len(probes)} probes match the reference")
+
+
+def _refusal(exc: BaseException) -> str:
+    """One line saying who refused an input and why."""
+    from ..artifact import HostRefusedError, RuntimeRejectedError
+    from ..contract import InputContractError
+
+    if isinstance(exc, InputContractError):
+        return f"refused by the method's input contract ({exc.contract.signature()}): {exc.violations[0].describe()}"
+    if isinstance(exc, HostRefusedError):
+        return f"refused on the host: {exc.reason.split('. ')[0]}"
+    if isinstance(exc, RuntimeRejectedError):
+        return f"refused by the runtime: {exc.reason.split('. ')[0]}"
+    return error_excerpt(exc, 1)
 
 
 def _outputs(values: tuple[Any, ...] | None) -> str:
