@@ -1,0 +1,97 @@
+"""Interview cards (one source for the lessons, the mock interview and the printable cards), the mock
+interview session, and `make cards`."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from helpers import exercises, interview
+from helpers.interview.session import MockInterview
+
+ROOT = Path(__file__).resolve().parent.parent
+LESSONS = sorted(p.stem for p in (ROOT / "notebooks" / "src").glob("*.py") if p.stem[:2] <= "11")
+
+
+class _Cards(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.cards: list[dict[str, str | None]] = []
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "section" and "card" in (a.get("class") or "").split():
+            self.cards.append(a)
+
+
+def test_every_card_is_complete_and_every_lesson_has_one():
+    cards = interview.cards()
+    assert len({c.id for c in cards}) == len(cards)
+    for c in cards:
+        assert c.lesson in LESSONS, c.id
+        assert c.question.endswith("?") and len(c.answer.split()) >= 40 and len(c.points) >= 3, c.id
+        assert c.id.split(".")[0] == c.lesson[:2], c.id
+    assert {c.lesson for c in cards} == set(LESSONS), set(LESSONS) - {c.lesson for c in cards}
+    assert set(interview.KINDS) <= {c.kind for c in cards}
+
+
+def test_make_cards_writes_one_page_with_every_lesson_and_topic(tmp_path):
+    out = tmp_path / "cards.html"
+    done = subprocess.run([sys.executable, "-m", "helpers.interview", "cards", str(out)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    page = out.read_text(encoding="utf-8")
+    parser = _Cards()
+    parser.feed(page)
+    assert len(parser.cards) == len(interview.cards())
+    assert {c["data-lesson"] for c in parser.cards} == set(LESSONS)
+    for topic in interview.topics():
+        assert topic in page
+    assert "<script" not in page and "http" not in page  # self-contained: prints and opens offline
+
+
+def test_draw_is_seeded_and_spreads_over_topics():
+    a, b = interview.draw(6, seed=3), interview.draw(6, seed=3)
+    assert [c.id for c in a] == [c.id for c in b]
+    n_topics = len(interview.topics())
+    assert len({c.topic for c in a}) == min(6, n_topics)
+    assert [c.id for c in interview.draw(6, seed=4)] != [c.id for c in a] or len(interview.cards()) <= 6
+
+
+def test_a_lessons_question_hides_the_answer_until_asked():
+    first = interview.cards()[0]
+    widget = interview.ask(first.id)
+    assert widget.output.value == "" and first.answer not in widget._repr_mimebundle_()["text/plain"]
+    assert widget.reveal() == first.answer and first.answer in widget.output.value
+
+
+def test_mock_interview_session_scores_and_names_lessons_to_revisit():
+    cards = interview.cards()
+    session = MockInterview(card_ids=[c.id for c in cards[:2]])
+    widget = session.widget  # built the way the notebook shows it
+    assert widget.answer_area.value == "" and not widget.rubric.children  # nothing revealed yet
+    with pytest.raises(RuntimeError, match="reveal the model answer first"):
+        session.tick(0)
+    session.answer("export traces once, so Python decisions are taken at export")
+    assert session.reveal() == cards[0].answer
+    assert cards[0].answer in widget.answer_area.value and len(widget.rubric.children) == len(cards[0].points) + 1
+    for i in range(len(cards[0].points)):
+        session.tick(i)
+    session.next()
+    summary = session.summary()
+    assert summary.answered == 1 and summary.rows[0]["covered"] == len(cards[0].points)
+    assert summary.revisit == [cards[1].lesson]  # the unanswered question's lesson only
+    assert "data-covered" in widget.score.value
+    grade = exercises.get("12.camera_rejected").check(lambda frame: frame)
+    session.record(grade)
+    summary = session.summary()
+    assert summary.tasks == [{"id": "12.camera_rejected", "passed": False}]
+    assert "06_static_shapes" in summary.revisit and "not yet passed" in summary.text()
+    before = [a.card.id for a in session.asked]
+    session.reshuffle()
+    assert session.seed == 1 and len(session.asked) == min(6, len(cards))
+    assert [a.card.id for a in session.asked] != before or len(cards) <= 2
