@@ -12,12 +12,24 @@ from .lab import CHROMIUM, CHROMIUM_ARGS, ROOT, LabServer
 
 OUTPUT = ROOT / "test-output"
 LATENCY_DIR = OUTPUT / "browser-latency"
+FIRST_VERDICT_DIR = OUTPUT / "first-verdict"
 
 
 @pytest.fixture(scope="session")
 def lab_server():
     with tempfile.TemporaryDirectory(prefix="exportlab-lab-") as tmp:
         server = LabServer(Path(tmp)).start()
+        try:
+            yield server
+        finally:
+            server.stop()
+
+
+@pytest.fixture(scope="module")
+def cold_lab_server():
+    """A JupyterLab server whose kernels use a cache of their own (emptied before each measurement)."""
+    with tempfile.TemporaryDirectory(prefix="exportlab-cold-") as tmp:
+        server = LabServer(Path(tmp), cache_dir=Path(tmp) / "cache").start()
         try:
             yield server
         finally:
@@ -42,3 +54,9 @@ def record_latencies(lesson: str, values: list[float]) -> None:
     """Keep one lesson's reaction times (a file: under pytest-xdist the summary is printed by another process)."""
     LATENCY_DIR.mkdir(parents=True, exist_ok=True)
     (LATENCY_DIR / f"{lesson}.json").write_text(json.dumps(values))
+
+
+def record_first_verdict(cache: str, lesson: str, seconds: float) -> None:
+    """Keep Run All → first verdict in the DOM for one lesson, with an ``empty`` or ``warm`` cache."""
+    FIRST_VERDICT_DIR.mkdir(parents=True, exist_ok=True)
+    (FIRST_VERDICT_DIR / f"{cache}-{lesson}.json").write_text(json.dumps(seconds))

@@ -47,6 +47,28 @@ _ARM_JS = """
 """
 
 
+_FIRST_VERDICT_JS = r"""
+() => {
+  const state = window.__firstVerdict = {start: performance.now(), at: null};
+  const panel = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden)');
+  const found = () => {
+    let seenPte = false;
+    for (const out of panel.querySelectorAll('.jp-OutputArea-output')) {
+      if (out.querySelector('.exportlab-verdict')) return true;
+      const text = out.textContent || '';
+      if (text.includes('→ .pte (')) seenPte = true;
+      if (seenPte && /\b(match|matches|diverge|diverges|rejected|refused)\b/.test(text)) return true;
+    }
+    return false;
+  };
+  const observer = new MutationObserver(() => {
+    if (state.at === null && found()) { state.at = performance.now(); observer.disconnect(); }
+  });
+  observer.observe(panel, {subtree: true, childList: true, characterData: true});
+}
+"""
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -58,6 +80,7 @@ class LabServer:
     """A JupyterLab server owned by the test session."""
 
     root: Path
+    cache_dir: Path | None = None  # the lowered-program cache its kernels use (default: the repo's)
     port: int = field(default_factory=_free_port)
     token: str = field(default_factory=lambda: secrets.token_hex(24))
     process: subprocess.Popen | None = None
@@ -68,6 +91,8 @@ class LabServer:
         for sibling in ("tests", "helpers", "benchmarks", "pyproject.toml"):  # lessons read ../tests/... etc.
             (self.root / sibling).symlink_to(ROOT / sibling)
         env = dict(os.environ)
+        if self.cache_dir is not None:
+            env["EXPORTLAB_CACHE_DIR"] = str(self.cache_dir)
         env.setdefault("EXPORTLAB_CACHE_DIR", str(ROOT / ".cache" / "exportlab"))
         env["JUPYTER_RUNTIME_DIR"] = str(self.root / "runtime")
         env["JUPYTER_CONFIG_DIR"] = str(self.root / "config")
@@ -116,6 +141,41 @@ class LabServer:
 class LessonPage:
     """One lesson open in JupyterLab."""
 
+    def starter_cells(self) -> list[tuple[int, str]]:
+        """``(cell index, exercise id)`` of every exercise's starter cell (first line ``# ✏️ Exercise <id>``)."""
+        return self.page.evaluate("""() => {
+            const cells = window.jupyterapp.shell.currentWidget.content.widgets;
+            const found = [];
+            cells.forEach((c, i) => {
+                const m = c.model.sharedModel.getSource().match(/^# ✏️ Exercise (\\S+)/);
+                if (m) found.push([i, m[1]]);
+            });
+            return found;
+        }""")
+
+    def type_and_check(self, index: int, code: str, timeout_ms: int = 120_000) -> str:
+        """Type ``code`` into cell ``index`` (replacing it), run it and the next cell (the check) with
+        Shift+Enter as a learner does, and return the check cell's output text once the grade is printed."""
+        cells = self.panel.locator(".jp-Notebook .jp-Cell")
+        starter, check = cells.nth(index), cells.nth(index + 1)
+        starter.scroll_into_view_if_needed()
+        starter.locator(".cm-content").click()
+        self.page.keyboard.press("Control+A")
+        self.page.keyboard.insert_text(code)
+        count = self.page.evaluate(
+            f"() => window.jupyterapp.shell.currentWidget.content.widgets[{index + 1}].model.executionCount")
+        self.page.keyboard.press("Shift+Enter")
+        self.page.keyboard.press("Shift+Enter")
+        self.page.wait_for_function(
+            f"""() => {{
+                const panel = window.jupyterapp.shell.currentWidget;
+                const cell = panel.content.widgets[{index + 1}];
+                return cell.model.executionCount !== null && cell.model.executionCount !== {count or 'null'}
+                    && panel.sessionContext.session.kernel.status === 'idle'
+                    && /✓ passed|✗ not yet/.test(cell.node.textContent);
+            }}""", timeout=timeout_ms, polling=200)
+        return check.locator(".jp-OutputArea").inner_text()
+
     def __init__(self, page, server: LabServer, name: str):
         self.page = page
         self.name = name
@@ -132,9 +192,23 @@ class LessonPage:
         assert open_notebooks == 1, f"{name}: expected only this lesson open, found {open_notebooks} notebooks"
         self.panel = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
 
-    def run_all(self, timeout_ms: int = 600_000) -> None:
-        """Restart-free 'Run All', then wait until every code cell has an execution count and the kernel is idle."""
+    def run_all_timing_first_verdict(self, timeout_ms: int = 300_000) -> float:
+        """Clear the stored outputs, Run All, and return the seconds until the first verdict is in the DOM.
+
+        A verdict is an ``.exportlab-verdict`` element, or an output that names one (match, diverge,
+        rejected, refused) in or after the first cell that loaded a ``.pte`` (its "→ .pte (…)" progress line).
+        """
+        self.page.evaluate("() => window.jupyterapp.commands.execute('notebook:clear-all-cell-outputs')")
+        self.page.evaluate(_FIRST_VERDICT_JS)
         self.page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
+        self.page.wait_for_function("() => window.__firstVerdict.at !== null", timeout=timeout_ms, polling=100)
+        return self.page.evaluate("() => (window.__firstVerdict.at - window.__firstVerdict.start) / 1000")
+
+    def run_all(self, timeout_ms: int = 600_000, start: bool = True) -> None:
+        """Restart-free 'Run All' (``start=False``: one already started), then wait until every code cell has an
+        execution count and the kernel is idle."""
+        if start:
+            self.page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
         self.page.wait_for_function(
             """() => {
                 const panel = window.jupyterapp.shell.currentWidget;

@@ -11,17 +11,42 @@ every interaction (summarised at the end of the run).
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
 import urllib.request
 
-from .conftest import OUTPUT, record_latencies
+from .conftest import OUTPUT, record_first_verdict, record_latencies
 from .lab import ROOT, LessonPage
 
 # A parity verdict (ParityExplorer) or the export doctor's (DoctorExplorer in lesson 11).
-VERDICTS = re.compile(r"^(match|diverge|rejected|eager error|outside contract \((match|diverge)\)|pass|fail)$")
+VERDICTS = re.compile(r"^(match|diverge|rejected|refused|eager error|outside contract \((match|diverge)\)|pass|fail)$")
+# What a page must not show before the learner acts: a judged prediction, a solution, a model answer.
+REVEALED_TEXT = re.compile(r"✓ right|✗ you predicted|✗ not quite|you predicted")
+REVEALED_ELEMENTS = "[data-solution='shown'], .exportlab-model-answer, .exportlab-reveal .exportlab-verdict"
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 INTERACTIONS_PER_LESSON = 20
+
+
+def lessons(first: int = 0, last: int = 99) -> list[str]:
+    """Every lesson numbered ``first``..``last``."""
+    return [p.name for p in sorted((ROOT / "notebooks").glob("*.ipynb")) if first <= int(p.name[:2]) <= last]
+
+
+def first_verdict_with_an_empty_cache(server, browser, name: str) -> float:
+    """Run All on a fresh kernel with nothing cached; seconds until the first verdict is in the DOM."""
+    import shutil
+
+    shutil.rmtree(server.cache_dir, ignore_errors=True)  # every lesson starts from an empty cache
+    page = browser.new_page(viewport={"width": 1300, "height": 1000})
+    try:
+        lesson = LessonPage(page, server, name)
+        seconds = lesson.run_all_timing_first_verdict()
+        record_first_verdict("empty", name.removesuffix(".ipynb"), seconds)
+        return seconds
+    finally:
+        page.close()
+        shutdown_kernels(server)
 
 
 def widget_notebooks(first: int = 0, last: int = 99) -> list[str]:
@@ -43,6 +68,42 @@ def shutdown_kernels(server) -> None:
     for s in sessions:
         urllib.request.urlopen(urllib.request.Request(f"{server.url}/api/sessions/{s['id']}", headers=headers,
                                                       method="DELETE"))
+
+
+def assert_nothing_revealed(lesson: LessonPage, name: str) -> None:
+    """Before the learner acts, the page holds questions, not answers."""
+    texts = lesson.panel.locator(".jp-OutputArea-output").all_inner_texts()
+    shown = [t for t in texts if REVEALED_TEXT.search(t)]
+    assert not shown, f"{name}: an answer is visible before the learner acted: {shown[0][:300]}"
+    assert lesson.panel.locator(REVEALED_ELEMENTS).count() == 0, f"{name}: a solution or model answer is shown"
+
+
+def _wrong_answers() -> dict:
+    merged: dict = {}
+    for module in ("test_exercises_track1", "test_exercises_track2", "test_exercises_interview"):
+        if (ROOT / "tests" / f"{module}.py").exists():
+            merged.update(importlib.import_module(module).WRONG)
+    return merged
+
+
+def practise_exercises(lesson: LessonPage, name: str) -> int:
+    """For each exercise: type a plausible wrong answer into the starter cell, run it and the check (fail),
+    then type the solution (pass), then press Show solution. Returns how many exercises were done."""
+    from helpers import exercises
+
+    wrong = _wrong_answers()
+    starters = lesson.starter_cells()
+    for index, exercise_id in starters:
+        exercise = exercises.get(exercise_id)
+        marker = f"{exercise.marker} — edit this cell, then run the check below.\n"
+        text = lesson.type_and_check(index, marker + wrong[exercise_id][0].code.strip() + "\n")
+        assert "✗ not yet" in text and "✓ passed" not in text, f"{name}/{exercise_id}: a wrong answer passed: {text}"
+        text = lesson.type_and_check(index, marker + exercise.solution_source)
+        assert "✓ passed" in text, f"{name}/{exercise_id}: the solution did not pass in the browser: {text}"
+        check = lesson.panel.locator(".jp-Notebook .jp-Cell").nth(index + 1)
+        check.locator("button", has_text="Show solution").click()
+        check.locator("[data-solution='shown']").wait_for(timeout=30_000)
+    return len(starters)
 
 
 def verdict_of(scope) -> str:
@@ -100,12 +161,15 @@ def use_lesson_like_a_learner(lab_server, browser, name: str) -> None:
     page = browser.new_page(viewport={"width": 1300, "height": 1000})
     try:
         lesson = LessonPage(page, lab_server, name)
-        lesson.run_all()
+        record_first_verdict("warm", name.removesuffix(".ipynb"), lesson.run_all_timing_first_verdict())
+        lesson.run_all(start=False)  # waits for the rest of the lesson
         assert not lesson.cell_errors(), f"{name}: a cell raised in the browser: {lesson.cell_errors()[:1]}"
+        assert_nothing_revealed(lesson, name)
         assert not lesson.garbled_progress_lines(), f"{name}: {lesson.garbled_progress_lines()}"
         explorers = lesson.panel.locator(".exportlab-explorer").all()
         reveals = lesson.panel.locator(".exportlab-reveal").all()
-        assert explorers or reveals, f"{name}: shows widgets but none of exportlab's"
+        assert explorers or reveals or lesson.starter_cells() or lesson.panel.locator(
+            ".exportlab-mock-interview, .exportlab-interview").count(), f"{name}: shows widgets but none of exportlab's"
         for explorer in explorers:
             assert VERDICTS.match(verdict_of(explorer) or ""), f"{name}: no verdict rendered"
         latencies: list[float] = []
@@ -144,8 +208,11 @@ def use_lesson_like_a_learner(lab_server, browser, name: str) -> None:
             assert ("✓ right" in text) == (picked == actual), f"{name}: picked {picked!r}, actual {actual!r}: {text}"
             assert "✓ right" in text or f"✗ you predicted {picked}" in text
             step += 1
+        practise_exercises(lesson, name)
+        if name in AFTER_EXERCISES:
+            AFTER_EXERCISES[name](lesson)
         assert not lesson.widget_errors(), f"{name}: widget errors: {lesson.widget_errors()[:3]}"
-        (explorers or reveals)[0].scroll_into_view_if_needed()
+        (explorers or reveals or [lesson.panel])[0].scroll_into_view_if_needed()
         (OUTPUT / "screenshots").mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(OUTPUT / "screenshots" / f"{name.removesuffix('.ipynb')}.png"))
         record_latencies(name.removesuffix(".ipynb"), latencies)
@@ -223,5 +290,38 @@ def bucket_slider(lesson: LessonPage) -> list[float]:
     return took
 
 
+def mock_interview(lesson: LessonPage) -> list[float]:
+    """12: answer a question in the box, reveal the model answer, tick a rubric point, move on."""
+    box = lesson.panel.locator(".exportlab-mock-interview").first
+    box.scroll_into_view_if_needed()
+    answer_area = box.locator(".exportlab-interview-answer")
+    assert answer_area.inner_text().strip() == "" and box.locator(".exportlab-rubric-point").count() == 0
+    box.locator("textarea").fill("Export traces forward() once; decisions on shapes and flags are taken then.")
+    took = [lesson.interact(answer_area, lambda: box.locator("button", has_text="Reveal model answer").click())]
+    assert box.locator(".exportlab-model-answer").count() == 1
+    score = box.locator(".exportlab-interview-score")
+    took.append(lesson.interact(score, lambda: box.locator(".exportlab-rubric-point input").first.click()))
+    assert score.locator("[data-covered='1']").count() == 1
+    header = box.locator("[data-index]").first
+    took.append(lesson.interact(box, lambda: box.locator("button", has_text="Next question").click()))
+    box.locator("[data-index='1']").wait_for(timeout=30_000)
+    assert header.count() == 1 and box.locator(".exportlab-model-answer").count() == 0  # the next one is hidden
+    return took
+
+
+def mock_interview_summary(lesson: LessonPage) -> None:
+    """12, after the live tasks were failed then passed: re-run the summary cell and read it."""
+    cells = lesson.panel.locator(".jp-Notebook .jp-CodeCell")
+    last = cells.nth(cells.count() - 1)
+    last.scroll_into_view_if_needed()
+    last.locator(".cm-content").click()
+    lesson.page.keyboard.press("Shift+Enter")
+    summary = last.locator(".exportlab-interview-summary[data-answered='1']")
+    summary.wait_for(timeout=60_000)
+    assert summary.locator("li[data-passed='true']").count() == 3, summary.inner_text()
+    assert "Revisit" in summary.inner_text()
+
+
 SPECIFIC = {"00_start_here.ipynb": start_here, "06_static_shapes.ipynb": camera_picker,
-            "09_normalize_or_bucket.ipynb": bucket_slider}
+            "09_normalize_or_bucket.ipynb": bucket_slider, "12_mock_interview.ipynb": mock_interview}
+AFTER_EXERCISES = {"12_mock_interview.ipynb": mock_interview_summary}
