@@ -63,6 +63,8 @@ cards: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_core.py
+	$(BIN)/python benchmarks/bench_widgets.py
+	$(BIN)/python benchmarks/bench_exercises.py
 
 clean-cache:
 	rm -rf .cache/exportlab
