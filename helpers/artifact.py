@@ -60,6 +60,9 @@ def _short_error(error: str) -> str:
 
 # ----- delegation ---------------------------------------------------------------------------------
 _BOOKKEEPING = {"alloc", "getitem", "Total"}
+# Control flow is emitted as jump instructions around the branches' own nodes (the ExecuTorch emitter
+# inlines both branches), not as a kernel: it is neither delegated nor a portable operator.
+_CONTROL_FLOW_OPS = {"cond", "while_loop", "map_impl", "scan"}
 
 
 @dataclass
@@ -68,7 +71,8 @@ class DelegationReport:
 
     ``rows`` holds one dict per (region, operator): ``region`` is ``"main"`` for the
     straight-line graph or e.g. ``"cond#0 true branch"`` for a ``torch.cond`` branch.
-    Memory bookkeeping nodes (``alloc``, ``getitem``) are not counted.
+    Memory bookkeeping nodes (``alloc``, ``getitem``) are not counted, nor is a ``torch.cond`` itself:
+    it becomes jump instructions, not a kernel (``control_flow`` counts those nodes).
     """
 
     method: str
@@ -77,6 +81,7 @@ class DelegationReport:
     delegated_subgraphs: int
     notes: list[str] = field(default_factory=list)
     declined: list[dict[str, str]] = field(default_factory=list)
+    control_flow: int = 0  # torch.cond / while nodes: jumps in the program, not kernels (not counted as nodes)
 
     @property
     def delegated_nodes(self) -> int:
@@ -130,9 +135,12 @@ class DelegationReport:
         return out
 
     def summary(self) -> str:
-        return (f"{self.method}: {self.delegated_nodes} nodes delegated to {self.backend} in "
+        text = (f"{self.method}: {self.delegated_nodes} nodes delegated to {self.backend} in "
                 f"{self.delegated_subgraphs} subgraph(s), {self.portable_nodes} on portable kernels "
                 f"({self.coverage:.0%} delegated)")
+        if self.control_flow:
+            text += f"; {self.control_flow} torch.cond region(s) as jumps"
+        return text
 
     def to_dataframe(self):  # -> pandas.DataFrame
         import pandas as pd
@@ -207,6 +215,11 @@ class PteArtifact:
         return len(self._pte)
 
     @property
+    def pte_bytes(self) -> bytes:
+        """The serialized program (what :meth:`save` writes and a device loads)."""
+        return self._pte
+
+    @property
     def notes(self) -> list[str]:
         """What the lowering had to do differently (e.g. control flow left to portable kernels)."""
         return [n for d in self._meta["methods"].values() for n in d["notes"]]
@@ -224,9 +237,11 @@ class PteArtifact:
     def delegation(self, method: str = "forward") -> DelegationReport:
         """Delegated vs portable nodes per operator (from ``get_delegation_info``)."""
         info = self._info(method)
-        return DelegationReport(method=method, backend=self.backend, rows=[dict(r) for r in info["delegation"]],
+        rows = [dict(r) for r in info["delegation"] if r["op"] not in _CONTROL_FLOW_OPS]
+        control_flow = sum(r["delegated"] + r["portable"] for r in info["delegation"] if r["op"] in _CONTROL_FLOW_OPS)
+        return DelegationReport(method=method, backend=self.backend, rows=rows,
                                 delegated_subgraphs=info["delegated_subgraphs"], notes=list(info["notes"]),
-                                declined=[dict(d) for d in info.get("declined", [])])
+                                declined=[dict(d) for d in info.get("declined", [])], control_flow=control_flow)
 
     def planned_memory_bytes(self, method: str = "forward") -> int:
         """Bytes of the memory plan's arena for activations and inputs/outputs (excludes weights and

@@ -62,7 +62,7 @@ def fmt(value: Any, decimals: int = 3) -> str:
 # Lines that are about torch's own debugging, never about the learner's model. torch's remedies
 # ("consider using data-dependent friendly APIs", draft_export, torch._check) stay: they are advice.
 _NOISE = ("For more information, run with", "TORCH_LOGS", "TORCHDYNAMO_EXTENDED", "For C++ stack trace",
-          "For more debugging help", "The error above occurred when calling")
+          "For more debugging help")
 
 
 def error_excerpt(exc: BaseException, max_lines: int = 12) -> str:

@@ -8,6 +8,8 @@ failed and on which input, and gives a hint that points at the idea, not at the 
 from __future__ import annotations
 
 import copy
+import hashlib
+import linecache
 import re
 import textwrap
 from collections.abc import Callable, Sequence
@@ -130,7 +132,10 @@ class Exercise:
     def build(self, source: str) -> Any:
         """Run ``source`` (a starter, a solution or a test's wrong answer) with :attr:`context`; return ``answer``."""
         namespace = dict(self.context())
-        exec(compile(source, f"<exercise {self.id}>", "exec"), namespace)  # noqa: S102 - the lesson's own code
+        filename = f"<exercise {self.id} {hashlib.sha1(source.encode()).hexdigest()[:8]}>"
+        # Registered like a notebook cell, so tracebacks and export errors can quote the answer's lines.
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        exec(compile(source, filename, "exec"), namespace)  # noqa: S102 - the lesson's own code
         if "answer" not in namespace:
             raise ValueError(f"exercise {self.id}: the code must assign the answer to `answer`")
         return namespace["answer"]
