@@ -63,18 +63,71 @@ def test_the_vectorised_fixes_match_the_original_loops():
         torch.testing.assert_close(art_mean.run(sample)[0], counted(sample, n).detach(), atol=1e-5, rtol=1e-5)
 
 
-def test_triage_sequence_data_dependent_twice_then_cond_with_parity_on_both_sides():
+def test_triage_fails_on_its_input_check_first_and_draft_export_lists_both_decisions():
     x = rand(3, 4)
     first = helpers.diagnose_export(cf.Triage(), (x,))
     assert first.kind == "data_dependent" and "torch.isnan(x).any()" in first.source_line
-    second = helpers.diagnose_export(cf.Triage(validate=False), (x,))
-    assert second.kind == "data_dependent" and "if x.mean() > 0:" in second.source_line
-    art = helpers.lower(cf.Triage(validate=False, use_cond=True), (x,))
-    probes = helpers.probe_inputs((x,))
-    inside = [p for p in probes if not art.input_contract().violations(p.args)]
-    sides = cf.branch_sides(inside, lambda t: t.mean() > 0)
-    assert sides["true"] > 0 and sides["false"] > 0
-    assert helpers.compare(cf.Triage(), art, probes).ok_within_contract
+    draft = cf.draft_export_decisions(cf.Triage(), (x,))
+    assert draft.issues == 0 and "No issues" in draft.report_headline  # torch 2.13: decided from the example
+    lines = [line for line, _ in draft.decisions]
+    assert any("isnan" in line for line in lines) and any("x.mean() > 0" in line for line in lines), lines
+    assert all("assumed" in expr for _, expr in draft.decisions)
+
+
+def test_compile_breaks_the_graph_where_export_fails():
+    both = cf.compile_vs_export(M.ScaleOrShift(), {"pos": torch.ones(3, 4), "neg": -torch.ones(3, 4)})
+    assert (both.graphs, both.graph_breaks) == (2, 1) and all(both.compiled_matches.values())
+    assert both.export_error.startswith("GuardOnDataDependentSymNode") and "\n" not in both.export_error
+    assert "graph break" in repr(both)
+
+
+def test_torch_check_on_a_count_exports_and_is_not_enforced_on_device():
+    clip = rand(2, 8)
+    with pytest.raises(Exception, match="data-dependent"):
+        with contextlib.redirect_stderr(io.StringIO()):
+            torch.export.export(cf.ValidMean(), (clip, torch.tensor([5])))
+    art = helpers.lower(cf.ValidMeanChecked(), (clip, torch.tensor([5])))
+    assert "_assert_scalar" in art.graph()
+    for k in range(1, 9):
+        assert helpers.check_one(cf.ValidMean(), art, (clip, torch.tensor([k]))).status == "match"
+    # outside the promise: the runtime does not check the assertion, the program averages nothing
+    assert helpers.check_one(cf.ValidMean(), art, (clip, torch.tensor([0]))).status == "diverge"
+
+
+def test_torch_check_on_a_semantic_branch_exports_one_side_and_diverges():
+    x = rand(3, 4)
+    art = helpers.lower(cf.ScaleOrShiftChecked(), (x.abs() + 0.1,))
+    assert art.graph().count("aten.linear") == 1
+    assert helpers.check_one(M.ScaleOrShift(), art, (x.abs() + 0.1,)).status == "match"
+    assert helpers.check_one(M.ScaleOrShift(), art, (-x.abs() - 0.1,)).status == "diverge"
+
+
+def test_check_is_size_is_being_retired_in_this_torch():
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch._check_is_size(3)
+    assert caught and caught[0].category is FutureWarning and "_check(i >= 0)" in str(caught[0].message)
+
+
+def test_value_probes_keep_the_example_shape_and_shifted_moves_the_sign():
+    x = rand(3, 4)
+    probes = cf.value_probes((x,))
+    assert len(probes) == 9 and all(p.args[0].shape == x.shape for p in probes)
+    assert {p.label for p in cf.shifted(x)} == {"shifted -2.0", "shifted +2.0"}
+
+
+def test_stock_lowering_fails_on_a_cond_with_linear_layers_and_lower_does_not():
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.exir import to_edge_transform_and_lower
+
+    x = rand(2, 8)
+    ep = torch.export.export(M.CondLinear(), (x,))
+    with pytest.raises(RuntimeError, match="was not decomposed or delegated"):
+        to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()])
+    art = helpers.lower(M.CondLinear(), (x,))
+    torch.testing.assert_close(art.run(x)[0], M.CondLinear()(x).detach(), atol=1e-5, rtol=1e-5)
 
 
 def test_loud_failures_are_classified():

@@ -27,7 +27,7 @@ def rules():
     ("matching dtypes", "expected same dtype but got torch.float32 and torch.bool"),
     ("compatible shapes", "expected same dim but got 2 and 1"),
     ("no mutation of inputs", "input mutation"),
-    ("… and no mutating what you close over", "input mutation"),
+    ("no mutating what a branch closes over", "input mutation"),
     ("each branch must be exportable", "Data-dependent branching"),
 ])
 def test_each_broken_rule_fails_export_with_its_own_message(rules, rule, fragment):
@@ -36,9 +36,10 @@ def test_each_broken_rule_fails_export_with_its_own_message(rules, rule, fragmen
 
 
 def test_closures_are_lifted_and_python_predicates_specialise(rules):
-    assert rules["no closing over tensors outside operands"].outcome == "exports"
-    assert rules["the predicate must be a tensor"].outcome == "exports, specialised"
-    assert "Python constant" in rules["the predicate must be a tensor"].message
+    assert rules["reading a tensor from outside operands (lifted)"].outcome == "exports"
+    assert "lifted" in rules["reading a tensor from outside operands (lifted)"].message
+    assert rules["predicate: a bool tensor or a SymBool"].outcome == "exports, specialised"
+    assert "Python constant" in rules["predicate: a bool tensor or a SymBool"].message
     x = rand(3, 4)
     model = fx.CondClosure()
     art = helpers.lower(model, (x,))
@@ -91,3 +92,41 @@ def test_hoisted_methods_are_fully_delegated_and_match_the_cond_model():
 
 def test_cond_error_line_falls_back_to_the_first_line():
     assert fx.cond_error_line(RuntimeError("plain message\nmore")) == "plain message"
+
+
+def test_cond_is_two_jumps_in_the_instruction_stream_and_not_a_kernel():
+    model = M.ScaleOrShiftCond()
+    art = helpers.lower(model, (rand(3, 4),))
+    listing = fx.instructions(art)
+    counts = listing.counts()
+    assert counts["JumpFalseCall"] == 2 and "DelegateCall" not in counts
+    assert [d for k, d in listing.steps if k == "KernelCall"][:2] == ["aten::sum", "aten::gt"]
+    cond_counts = fx.node_counts(helpers.lower(M.CondLinear(), (rand(2, 8),)).delegation())
+    assert cond_counts == {"delegated": 2, "portable kernels": 6, "control flow": 1}
+
+
+def test_hoisted_scale_or_shift_methods_are_fully_delegated():
+    x = rand(3, 4)
+    art = helpers.lower_methods({"a": (fx.ScaleOrShiftA(), (x,)), "b": (fx.ScaleOrShiftB(), (x,))})
+    assert all(art.delegation(m).coverage == 1.0 for m in ("a", "b"))
+    report = fx.hoisted_parity(M.ScaleOrShift(), art, [helpers.Probe(str(s), (x + s,)) for s in (-3.0, 3.0)],
+                               pick=lambda t: "a" if float(t.sum()) > 0 else "b")
+    assert report.ok and {r.label.rsplit("→ ", 1)[1] for r in report} == {"a", "b"}
+
+
+def test_compare_speed_says_only_what_every_round_agrees_on():
+    fast, slow, overlapping = fx.Spread(1.0, 0.9, 1.1), fx.Spread(3.0, 2.8, 3.3), fx.Spread(1.05, 0.95, 1.2)
+    assert fx.compare_speed("where", fast, "cond", slow).startswith("where was faster in every round")
+    assert fx.compare_speed("where", slow, "cond", fast).startswith("cond was faster in every round")
+    assert "does not separate them" in fx.compare_speed("where", fast, "cond", overlapping)
+
+
+def test_router_and_gated_proj_branch_on_their_own_sums():
+    router, gate = fx.Router(), fx.GatedProj()
+    x = rand(2, 8)
+    h = router.pre(x)
+    expected = router.big2(torch.relu(router.big1(h))) if h.sum() > 0 else -h * 0.5
+    torch.testing.assert_close(router(x), expected)
+    y = rand(3, 4).abs()
+    torch.testing.assert_close(gate(y), torch.relu(gate.proj(y)))
+    torch.testing.assert_close(gate(-y), gate.proj(-y) * 0.1)

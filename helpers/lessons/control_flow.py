@@ -42,9 +42,10 @@ from helpers.parity import ParityRow, Probe
 from helpers.widgets import ParityExplorer
 
 __all__ = [
-    "quiet_export_logs", "quiet_lower", "show_export_error", "tidy_graph", "forward_source", "source_and_graph", "SourceAndGraph",
+    "quiet_export_logs", "quiet_lower", "quiet_lower_methods", "show_export_error", "tidy_graph", "forward_source", "source_and_graph", "SourceAndGraph",
     "CountedMean", "CountedMeanVectorized", "BatchLoopVectorized", "MedianCenter", "BatchGate", "BatchGateCond",
-    "SortValues", "Triage", "verdict_line", "branch_sides", "DivergenceExplorer", "Trap", "build_traps",
+    "SortValues", "Triage", "ValidMean", "ValidMeanChecked", "ScaleOrShiftChecked", "value_probes", "shifted",
+    "CompileVsExport", "compile_vs_export", "DraftExportResult", "draft_export_decisions", "verdict_line", "branch_sides", "DivergenceExplorer", "Trap", "build_traps",
     "widget_demo", "VALUE_KINDS",
 ]
 
@@ -80,6 +81,12 @@ def quiet_lower(model: nn.Module, example_args: Any, **kwargs: Any) -> PteArtifa
     """
     with _no_stderr():
         return helpers.lower(model, example_args, **kwargs)
+
+
+def quiet_lower_methods(methods: dict[str, Any], **kwargs: Any) -> PteArtifact:
+    """:func:`helpers.lower_methods`, without the runtime's one-off log line for non-tensor inputs."""
+    with _no_stderr():
+        return helpers.lower_methods(methods, **kwargs)
 
 
 def show_export_error(fn: Callable[..., Any], *args: Any, max_lines: int = 8, **kwargs: Any) -> BaseException | None:
@@ -202,35 +209,164 @@ class BatchGateCond(BatchGate):
 
 
 class Triage(M._Lesson):
-    """One model with the three kinds of branch a real ``forward()`` collects.
+    """Three kinds of branch a real ``forward()`` collects: training-only noise, an input check, and a
+    choice between two layers (lesson 02 diagnoses it; exercise ``02.triage`` fixes it)."""
 
-    - ``if self.training``: a training-only branch, decided by a plain attribute (silently
-      dropped in ``eval()``: correct for inference);
-    - ``if self.validate and torch.isnan(x).any()``: an input check. Incidental: the app can
-      check its own inputs, so the export path turns it off (``validate=False``);
-    - ``if x.mean() > 0``: the semantic branch, two different layers. ``use_cond=True`` makes it
-      a ``torch.cond``.
-    """
-
-    def __init__(self, features: int = 4, validate: bool = True, use_cond: bool = False, seed: int = 0):
+    def __init__(self, features: int = 4, seed: int = 0):
         super().__init__()
         with seeded(seed):
             self.bright = nn.Linear(features, features)
             self.dark = nn.Linear(features, features)
-        self.validate = validate
-        self.use_cond = use_cond
         self.finish()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.training:
             x = x + 0.01 * torch.randn_like(x)  # noise as augmentation: training only
-        if self.validate and torch.isnan(x).any():
+        if torch.isnan(x).any():
             raise ValueError("NaN in the input")
-        if self.use_cond:
-            return torch.cond(x.mean() > 0, self.bright, self.dark, (x,))
         if x.mean() > 0:
             return self.bright(x)
         return self.dark(x)
+
+
+class ValidMean(M._Lesson):
+    """Averages the first ``n`` frames, ``n`` read from a tensor the app sends (``.item()``).
+
+    ``if k == 0`` asks about a number computed from data: export cannot decide it.
+    """
+
+    def forward(self, x: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
+        k = n.item()
+        if k == 0:  # nothing valid: avoid a mean over no frames
+            return torch.zeros(x.shape[0])
+        return x[:, :k].mean(dim=1)
+
+
+class ValidMeanChecked(ValidMean):
+    """:class:`ValidMean` with the app's promise stated: ``1 <= n <= frames`` (``torch._check``)."""
+
+    def forward(self, x: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
+        k = n.item()
+        torch._check(k >= 1)  # the app never sends an empty clip
+        torch._check(k <= x.shape[1])  # nor more valid frames than it sends
+        if k == 0:  # now decidable: False for every k the promise allows
+            return torch.zeros(x.shape[0])
+        return x[:, :k].mean(dim=1)
+
+
+class ScaleOrShiftChecked(M.ScaleOrShift):
+    """``torch._check`` misused on a *semantic* branch: it makes export pass by promising one side."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        total = x.sum().item()
+        torch._check(total > 0)  # "the sum is always positive": a promise about data, not a fact
+        if total > 0:
+            return self.a(x)
+        return self.b(x)
+
+
+def value_probes(example_args: Any, seed: int = 0) -> list[Probe]:
+    """:func:`helpers.probe_inputs` without the shape nudges: every probe has the example's shapes.
+
+    A table about a *branch* should vary values, not sizes (rows the runtime rejects for their shape
+    say nothing about the branch).
+    """
+    example = example_args if isinstance(example_args, tuple) else (example_args,)
+    shapes = [tuple(a.shape) if isinstance(a, torch.Tensor) else None for a in example]
+    return [p for p in helpers.probe_inputs(example, seed=seed)
+            if [tuple(a.shape) if isinstance(a, torch.Tensor) else None for a in p.args] == shapes]
+
+
+def shifted(x: torch.Tensor, shifts: tuple[float, ...] = (-2.0, 2.0)) -> list[Probe]:
+    """``x + s`` for each shift: inputs pushed to one side of a sign test."""
+    return [Probe(f"shifted {s:+}", (x + s,)) for s in shifts]
+
+
+# ----- export vs torch.compile, draft_export --------------------------------------------------------
+@dataclass(frozen=True)
+class CompileVsExport:
+    """What ``torch.compile`` and ``torch.export`` each do with the same model."""
+
+    graphs: int
+    graph_breaks: int
+    break_reasons: tuple[str, ...]
+    compiled_matches: dict[str, bool]
+    export_error: str
+
+    def __repr__(self) -> str:
+        lines = [f"torch._dynamo.explain: {self.graphs} graphs, {self.graph_breaks} graph break(s)"]
+        lines += [f"  break: {r}" for r in self.break_reasons]
+        lines += [f"torch.compile on {k}: {'matches eager' if v else 'DIFFERS from eager'}"
+                  for k, v in self.compiled_matches.items()]
+        lines.append(f"torch.export: {self.export_error}")
+        return "\n".join(lines)
+
+
+def compile_vs_export(model: nn.Module, inputs: dict[str, torch.Tensor]) -> CompileVsExport:
+    """Count Dynamo's graphs and graph breaks, run ``torch.compile`` on each input, then try export."""
+    import torch._dynamo as dynamo
+
+    from helpers.display import error_excerpt
+
+    example = next(iter(inputs.values()))
+    dynamo.reset()
+    explained = dynamo.explain(model)(example)
+    reasons = tuple(sorted({re.sub(r"\s+", " ", str(b.reason)).strip()[:120] for b in explained.break_reasons}))
+    dynamo.reset()
+    compiled = torch.compile(model, backend="eager")  # Dynamo's capture, no code generation: quick
+    matches = {}
+    with torch.no_grad():
+        for label, x in inputs.items():
+            matches[label] = bool(torch.allclose(compiled(x), model(x)))
+    dynamo.reset()
+    try:
+        with _no_stderr():
+            torch.export.export(model, (example,))
+        error = "exports"
+    except Exception as exc:  # noqa: BLE001 - the error is the lesson
+        error = error_excerpt(exc).splitlines()[0]
+    return CompileVsExport(explained.graph_count, explained.graph_break_count, reasons, matches, error)
+
+
+@dataclass(frozen=True)
+class DraftExportResult:
+    """``torch.export.draft_export``'s verdict, and the decisions it took from the example's values."""
+
+    issues: int
+    report_headline: str
+    decisions: tuple[tuple[str, str], ...]  # (source line, the assertion export recorded)
+    graph_ops: tuple[str, ...]
+
+    def __repr__(self) -> str:
+        lines = [f"draft_export: {self.issues} issue(s) reported — {self.report_headline}",
+                 f"decisions it took from the example's values, kept as runtime assertions: {len(self.decisions)}"]
+        lines += [f"  {line}   →  {expr}" for line, expr in self.decisions]
+        return "\n".join(lines)
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def draft_export_decisions(model: nn.Module, example_args: tuple[Any, ...]) -> DraftExportResult:
+    """Run ``torch.export.draft_export`` quietly; list each runtime assertion with the line that caused it."""
+    with _no_stderr(), contextlib.redirect_stdout(io.StringIO()):
+        ep = torch.export.draft_export(model, example_args)
+    report = ep._report
+    text = _ANSI.sub("", str(report))
+    headline = next((line.strip() for line in text.splitlines() if line.strip() and not set(line.strip()) <= {"#"}),
+                    "")
+    decisions = []
+    for node in ep.graph.nodes:
+        if node.op == "call_function" and node.target is torch.ops.aten._assert_scalar.default:
+            expr = str(node.args[1]).replace("Runtime assertion failed for expression ", "").split(" on node")[0]
+            trace = node.meta.get("stack_trace") or ""
+            code = [line.strip() for line in trace.splitlines() if line.strip() and not line.strip().startswith("File")]
+            if expr.startswith(("Eq(", "Ne(")):  # the branch decision (the others only bound a bool to 0..1)
+                side = "True" if expr.startswith("Eq(") else "False"
+                decisions.append((code[-1] if code else "?", f"{expr}: the condition is assumed {side} for every input"))
+    ops = tuple(str(n.target).split(".")[-2] if "." in str(n.target) else str(n.target)
+                for n in ep.graph.nodes if n.op == "call_function")
+    return DraftExportResult(len(report.failures), headline, tuple(decisions), ops)
 
 
 def verdict_line(row: ParityRow) -> str:

@@ -33,8 +33,10 @@ from helpers.parity import ParityReport, Probe, check_one
 __all__ = [
     "CondOperandsMismatch", "CondOutputCount", "CondOutputDtype", "CondOutputShape", "CondMutatesInput",
     "CondClosure", "CondClosureMutates", "CondBranchNotExportable", "CondPythonPredicate", "COND_RULES",
-    "CondRuleResult", "CondRuleTable", "check_cond_rules", "cond_error_line", "which_branch_ran",
-    "HeavyWhere", "HeavyCond", "latency_ms", "where_vs_cond_latency", "StraightLinearB", "app_pick", "app_run",
+    "CondRuleResult", "CondRuleTable", "check_cond_rules", "cond_error_line", "which_branch_ran", "Instructions",
+    "instructions", "node_counts",
+    "HeavyWhere", "HeavyCond", "Router", "GatedProj", "latency_ms", "where_vs_cond_latency", "Spread",
+    "latency_spread", "compare_speed", "ScaleOrShiftA", "ScaleOrShiftB", "StraightLinearB", "app_pick", "app_run",
     "hoisted_parity",
 ]
 
@@ -121,7 +123,7 @@ class CondMutatesInput(_TwoLayers):
 
 
 class CondClosure(_TwoLayers):
-    """Rule (as documented): no closing over tensors outside ``operands``. Here ``offset`` is closed over."""
+    """A branch that *reads* a tensor from outside ``operands`` (``offset``): torch 2.13 lifts it into an operand."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         offset = self.b(x)  # a tensor computed outside the branches
@@ -165,7 +167,7 @@ class CondBranchNotExportable(_TwoLayers):
 
 
 class CondPythonPredicate(_TwoLayers):
-    """The predicate must be a tensor (or a symbolic size): a Python ``bool`` picks one branch at export."""
+    """The predicate must be a boolean tensor or a symbolic size condition: a Python ``bool`` picks one branch."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.cond(x.shape[0] > 2, self.a, self.b, (x,))  # static shape: a plain bool
@@ -177,10 +179,10 @@ COND_RULES: dict[str, type[nn.Module]] = {
     "matching dtypes": CondOutputDtype,
     "compatible shapes": CondOutputShape,
     "no mutation of inputs": CondMutatesInput,
-    "no closing over tensors outside operands": CondClosure,
-    "… and no mutating what you close over": CondClosureMutates,
+    "reading a tensor from outside operands (lifted)": CondClosure,
+    "no mutating what a branch closes over": CondClosureMutates,
     "each branch must be exportable": CondBranchNotExportable,
-    "the predicate must be a tensor": CondPythonPredicate,
+    "predicate: a bool tensor or a SymBool": CondPythonPredicate,
 }
 
 
@@ -260,8 +262,8 @@ def check_cond_rules(x: torch.Tensor | None = None, rules: Mapping[str, type[nn.
         if warned:
             message = f"warning: {warned[0]}"
         elif has_cond and cls is CondClosure:
-            message = ("exports on this torch: the closed-over tensor was lifted into an extra operand of the cond "
-                       "(and is computed before it, whichever branch runs)")
+            message = ("exports on this torch: export lifted the tensor the branches read (and the weights they use) "
+                       "into extra operands of the cond")
         elif has_cond:
             message = "both branches in the graph"
         else:
@@ -281,6 +283,57 @@ def which_branch_ran(model: nn.Module, artifact: PteArtifact, x: torch.Tensor, t
         if torch.allclose(out, false_fn(x), atol=atol):
             return "false"
     return "neither"
+
+
+@dataclass(frozen=True)
+class Instructions:
+    """A method's instruction stream as the runtime walks it: ``(kind, operator or jump target)`` per step."""
+
+    method: str
+    steps: tuple[tuple[str, str], ...]
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for kind, _ in self.steps:
+            out[kind] = out.get(kind, 0) + 1
+        return out
+
+    def __repr__(self) -> str:
+        lines = [f"{self.method}: {len(self.steps)} instructions — "
+                 + ", ".join(f"{n} {k}" for k, n in sorted(self.counts().items()))]
+        lines += [f"  {i:>2}  {kind:<13} {detail}" for i, (kind, detail) in enumerate(self.steps)]
+        return "\n".join(lines)
+
+
+def instructions(artifact: PteArtifact, method: str = "forward") -> Instructions:
+    """Read the serialized ``.pte``: the instructions of ``method`` (kernel calls, delegate calls, jumps, moves)."""
+    from executorch.exir._serialize._program import deserialize_pte_binary
+
+    program = deserialize_pte_binary(artifact.pte_bytes)
+    program = getattr(program, "program", program)
+    plan = next(p for p in program.execution_plan if p.name == method)
+    ops = [o.name for o in plan.operators]
+    steps = []
+    for chain in plan.chains:
+        for instruction in chain.instructions:
+            args = instruction.instr_args
+            kind = type(args).__name__
+            if kind == "KernelCall":
+                detail = ops[args.op_index]
+            elif kind == "JumpFalseCall":
+                detail = f"if false, jump to {args.destination_instruction}"
+            elif kind == "DelegateCall":
+                detail = "the XNNPACK subgraph"
+            else:
+                detail = ""
+            steps.append((kind, detail))
+    return Instructions(method, tuple(steps))
+
+
+def node_counts(delegation: Any) -> dict[str, int]:
+    """Delegated nodes, nodes on portable kernels, and control-flow nodes (a ``cond`` is jumps, not a kernel)."""
+    return {"delegated": delegation.delegated_nodes, "portable kernels": delegation.portable_nodes,
+            "control flow": delegation.control_flow}
 
 
 # ----- lesson 04: what computing both sides costs ------------------------------------------------
@@ -335,7 +388,92 @@ def where_vs_cond_latency(artifacts: Mapping[str, PteArtifact], inputs: Mapping[
     return out
 
 
+@dataclass(frozen=True)
+class Spread:
+    """Median per round of ``rounds`` rounds: the median of those medians and their range, in ms."""
+
+    median: float
+    low: float
+    high: float
+
+    def __str__(self) -> str:
+        return f"{self.median:.3f} ms (rounds {self.low:.3f}–{self.high:.3f})"
+
+
+def latency_spread(artifacts: Mapping[str, PteArtifact], inputs: Mapping[str, torch.Tensor], rounds: int = 5,
+                   repeats: int = 20) -> dict[str, dict[str, Spread]]:
+    """``{input label: {artifact label: Spread}}``: each round times every artifact once (interleaved)."""
+    per: dict[str, dict[str, list[float]]] = {label: {name: [] for name in artifacts} for label in inputs}
+    for _ in range(rounds):
+        for label, x in inputs.items():
+            for name, art in artifacts.items():
+                per[label][name].append(latency_ms(art, x, repeats=repeats, warmup=2))
+    return {label: {name: Spread(statistics.median(v), min(v), max(v)) for name, v in row.items()}
+            for label, row in per.items()}
+
+
+def compare_speed(a_name: str, a: Spread, b_name: str, b: Spread) -> str:
+    """One sentence about two timings, only as strong as the rounds allow."""
+    if a.high < b.low:
+        return f"{a_name} was faster in every round: {a} against {b}, {b.median / a.median:.1f}× by the medians"
+    if b.high < a.low:
+        return f"{b_name} was faster in every round: {b} against {a}, {a.median / b.median:.1f}× by the medians"
+    return (f"the rounds overlap ({a_name} {a}, {b_name} {b}): this measurement does not separate them")
+
+
+# ----- the exercises' models (lessons 03 and 04) ---------------------------------------------------
+class Router(M._Lesson):
+    """Exercise 03.cond_rewrite: a projection, then *either* a two-layer block *or* a cheap scale-and-flip.
+
+    The decision depends on an intermediate value (``h.sum()``), so the app cannot make it; the two
+    sides are different computations, so a real runtime branch is wanted.
+    """
+
+    def __init__(self, features: int = 8, hidden: int = 16, seed: int = 0):
+        super().__init__()
+        with seeded(seed):
+            self.pre = nn.Linear(features, features)
+            self.big1 = nn.Linear(features, hidden)
+            self.big2 = nn.Linear(hidden, features)
+        self.finish()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.pre(x)
+        if h.sum() > 0:
+            return self.big2(torch.relu(self.big1(h)))
+        return -h * 0.5
+
+
+class GatedProj(M._Lesson):
+    """Exercise 04.where_rewrite: one projection, then ``relu`` or a damping factor, by the sign of the sum."""
+
+    def __init__(self, features: int = 4, seed: int = 0):
+        super().__init__()
+        with seeded(seed):
+            self.proj = nn.Linear(features, features)
+        self.finish()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.sum() > 0:
+            return torch.relu(self.proj(x))
+        return self.proj(x) * 0.1
+
+
 # ----- lesson 05: hoisting the decision into the app ----------------------------------------------
+class ScaleOrShiftA(M.ScaleOrShift):
+    """Lesson 05: ``ScaleOrShift``'s true side alone (straight-line), for the app to call."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.a(x)
+
+
+class ScaleOrShiftB(M.ScaleOrShift):
+    """Lesson 05: ``ScaleOrShift``'s false side alone."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.b(x)
+
+
 class StraightLinearB(M.CondLinear):
     """``CondLinear`` with the decision hoisted out: always branch ``b`` (the other half of ``StraightLinear``)."""
 

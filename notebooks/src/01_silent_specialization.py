@@ -18,10 +18,9 @@ import torch
 from torch.export import Dim
 
 import helpers
-from helpers import models
-from helpers.display import check_prediction
+from helpers import interview, models, questions
+from helpers.display import show_source
 from helpers.lessons import control_flow as cf
-from helpers.widgets import PredictThenReveal
 
 _ = torch.manual_seed(0)
 
@@ -30,8 +29,14 @@ _ = torch.manual_seed(0)
 #
 # ### 1. A configuration attribute
 #
-# `ConfigBranch` reads a plain attribute, `use_residual`, in an `if`. We export it the way it was
-# configured in the training repo (`True`).
+# `ConfigBranch` (lesson 00) reads a plain attribute, `use_residual`, in an `if`:
+
+# %%
+show_source(models.ConfigBranch)
+
+# %% [markdown]
+# We export it the way it was configured in the training repo (`True`), and put its `forward()` next to the
+# graph export recorded:
 
 # %%
 model = models.ConfigBranch(use_residual=True)
@@ -49,12 +54,20 @@ print(art_flag.delegation().summary())
 
 # %% [markdown]
 # Now the app's config says `use_residual=False` (a product decision, made after export). Eager PyTorch
-# follows the flag; the `.pte` cannot. We compare the model *as the app configures it* with the program
-# we shipped, on a varied set of inputs:
+# follows the flag; the `.pte` cannot. Before we run it, a variation to predict: the *opposite* story,
+# a program exported with the flag **off** and an app that later switches it **on**.
+
+# %%
+questions.ask("01.flag_on")
+
+# %% [markdown]
+# Now our case: exported with `True`, run by an app configured with `False`. We compare the model *as the app
+# configures it* with the program we shipped, on varied **values** at the example's shape (this table is
+# about the branch, so no input changes size):
 
 # %%
 app_model = models.ConfigBranch(use_residual=False)  # same seed, so the same weights
-flag_report = helpers.compare(app_model, art_flag, helpers.probe_inputs((x,)))
+flag_report = helpers.compare(app_model, art_flag, cf.value_probes((x,)))
 print(flag_report)
 
 # %% [markdown]
@@ -121,6 +134,12 @@ for steps in (2, 3):
 # %% [markdown]
 # ### 4. Loops over a shape
 #
+# `BatchLoop` transforms each row and weights it by its position:
+
+# %%
+show_source(models.BatchLoop)
+
+# %% [markdown]
 # `for i in range(x.shape[0])` asks for a Python int. With a static batch, export unrolls the loop once
 # per example row and the batch becomes a constant.
 
@@ -143,9 +162,14 @@ err = cf.show_export_error(torch.export.export, loop_model, (rows,),
 # %% [markdown]
 # ### 5. The loop over a Python int you also pass in
 #
-# `CountedMean.forward(x, n)` averages the first `n` items. In eager PyTorch the caller passes
-# `n = len(x)`. We export with 3 items and `n=3` and let the item axis vary. Export itself objects
-# first: reading `x[2]` needs at least 3 items.
+# `CountedMean.forward(x, n)` averages the first `n` items:
+
+# %%
+show_source(cf.CountedMean)
+
+# %% [markdown]
+# In eager PyTorch the caller passes `n = len(x)`. We export with 3 items and `n=3` and let the item axis
+# vary. Export itself objects first: reading `x[2]` needs at least 3 items.
 
 # %%
 counted = cf.CountedMean()
@@ -161,6 +185,15 @@ err = cf.show_export_error(torch.export.export, counted, (items3, 3),
 items = Dim("items", min=3, max=8)
 art_counted = cf.quiet_lower(counted, (items3, 3), dynamic_shapes={"x": {0: items}, "n": None})
 art_counted.input_contract()
+
+# %% [markdown]
+# Predict before running anything on it: the app sends **4** items and, as the program demands, `n=3`.
+# Compared with eager run as intended (`n=4`), is the device's answer a match, a divergence, or a rejection?
+# Write your answer, then run the cell.
+
+# %%
+my_prediction = None  # "match", "diverge" or "rejected"
+questions.reveal("01.counted_four", my_prediction)
 
 # %% [markdown]
 # A batch of 6 items arrives. Passing `n=6` is refused (the scalar is baked in). Passing the only value the
@@ -214,16 +247,94 @@ err = cf.show_export_error(torch.export.export, models.WhileDouble(), (torch.ran
 #
 # Each trap has a fix that keeps *every* case in the graph, or moves the decision where it belongs:
 #
-# - **config flag** → export one program per setting and let the app pick (lesson 05); treat the flag
-#   as part of the artifact's identity;
-# - **Python scalar** → make it a tensor, or one method per value (lesson 05);
+# - **config flag** → export one method per setting and let the app pick (shown below; lesson 05 develops
+#   it); treat the flag as part of the artifact's identity;
+# - **Python scalar** → one method per value the app uses (shown below), or, if it has a small maximum,
+#   a loop to that maximum that a tensor count switches off step by step (shown below). Passing it as a
+#   tensor alone does not help: `range(tensor)` needs the value, which is data, and export fails as in §6;
 # - **loop over a batch** → one batched operation;
 # - **a count passed alongside** → compute from the tensor you have;
 # - **shape branch** → state the range the code really supports (`min=2`) so a one-frame clip is
 #   *outside* the contract and the host check refuses it (or handle one frame on the host);
 # - **data-dependent branch** → `torch.cond` (03), `torch.where` (04), or hoisting (05).
 #
-# The loop, vectorised. Same weights, one `linear` for any batch:
+# A flag and a scalar, one method per value. Each method is its own straight-line graph in one `.pte`; the app
+# calls the one that matches its setting:
+
+# %%
+art_per_value = cf.quiet_lower_methods({
+    "residual": (models.ConfigBranch(use_residual=True), (x,)),
+    "plain": (models.ConfigBranch(use_residual=False), (x,)),
+    "steps2": (scalar_model, (one, 2)),
+    "steps3": (scalar_model, (one, 3)),
+})
+sample = -x.abs()
+for method, reference in {"residual": models.ConfigBranch(use_residual=True)(sample),
+                          "plain": models.ConfigBranch(use_residual=False)(sample)}.items():
+    print(f"method '{method}' matches eager:", torch.allclose(art_per_value.run(sample, method=method)[0], reference,
+                                                             atol=1e-5))
+for steps in (2, 3):
+    (out,) = art_per_value.run(one, steps, method=f"steps{steps}")
+    print(f"method 'steps{steps}' matches eager ScalarRepeat(x, {steps}):",
+          torch.allclose(out, scalar_model(one, steps), atol=1e-5))
+
+# %% [markdown]
+# A scalar with a small maximum can also become a tensor input, if the loop runs to the maximum and each step
+# is switched off by arithmetic once the count is reached. The loop bound is a Python constant (unrolled 4
+# times); the count is data, used only in a `torch.where`. Every step is computed for every input: the price
+# of one program for all counts.
+
+# %%
+class ScalarRepeatUpTo(models.ScalarRepeat):
+    max_steps = 4
+
+    def forward(self, x, steps):  # steps: an int tensor, 0 … max_steps
+        for i in range(self.max_steps):  # a Python constant: unrolled max_steps times
+            x = torch.where(i < steps, torch.tanh(self.step(x)), x)  # step i counts only if i < steps
+        return x
+
+
+art_upto = helpers.lower(ScalarRepeatUpTo(), (one, torch.tensor(2)))
+for steps in range(5):
+    (out,) = art_upto.run(one, torch.tensor(steps))
+    print(f"steps={steps}: matches eager ScalarRepeat(x, {steps}):", torch.allclose(out, scalar_model(one, steps),
+                                                                                   atol=1e-5))
+
+# %% [markdown]
+# ## Exercises
+#
+# ### ✏️ Exercise 01.vectorize_loop: one `.pte` for every batch
+#
+# `BatchLoop` (its source is in §4) loops over the rows of `x`. Rewrite its `forward()` so that it exports
+# with `dynamic_shapes={"x": {0: Dim("batch", min=1, max=8)}}` and the `.pte` computes what the loop
+# computes, for every batch from 1 to 8. Edit the cell, run it, then run the check: it exports, lowers and
+# runs your model in the ExecuTorch runtime and compares it with `BatchLoop` in eager mode.
+
+# %%
+# ✏️ Exercise 01.vectorize_loop — edit this cell, then run the check below.
+from helpers.models import BatchLoop
+
+
+class MyBatchLoop(BatchLoop):
+    def forward(self, x):
+        rows = []
+        for i in range(x.shape[0]):  # export needs a Python number here
+            rows.append(torch.tanh(self.item(x[i])) * (i + 1))
+        return torch.stack(rows)
+
+
+answer = MyBatchLoop()
+
+# %%
+from helpers import exercises
+
+grade = exercises.check("01.vectorize_loop", answer)
+
+# %% [markdown]
+# ### After the exercise: the vectorised loop, checked like every fix
+#
+# Once you have passed the check (or pressed *Show solution*), here is the same idea checked the lesson's way,
+# against the original `BatchLoop` on the full probe set, with the batch dynamic from 1 to 8:
 
 # %%
 loop_fixed = cf.BatchLoopVectorized()
@@ -256,36 +367,6 @@ art_shape_fixed = helpers.lower(shape_model, (clip,), dynamic_shapes={"x": {1: f
 err = helpers.show_error(art_shape_fixed.run, torch.randn(1, 1, 4))
 
 # %% [markdown]
-# ## Exercises
-#
-# ### ✏️ Exercise 01.vectorize_loop: one `.pte` for every batch
-#
-# `BatchLoop` (its source is above) loops over the rows of `x`. Rewrite its `forward()` so that it exports
-# with `dynamic_shapes={"x": {0: Dim("batch", min=1, max=8)}}` and the `.pte` computes what the loop
-# computes, for every batch from 1 to 8. Edit the cell, run it, then run the check: it exports, lowers and
-# runs your model in the ExecuTorch runtime and compares it with `BatchLoop` in eager mode.
-
-# %%
-# ✏️ Exercise 01.vectorize_loop — edit this cell, then run the check below.
-from helpers.models import BatchLoop
-
-
-class MyBatchLoop(BatchLoop):
-    def forward(self, x):
-        rows = []
-        for i in range(x.shape[0]):  # export needs a Python number here
-            rows.append(torch.tanh(self.item(x[i])) * (i + 1))
-        return torch.stack(rows)
-
-
-answer = MyBatchLoop()
-
-# %%
-from helpers import exercises
-
-grade = exercises.check("01.vectorize_loop", answer)
-
-# %% [markdown]
 # ### Explore: four traps, one widget
 #
 # Pick a trap; change the values, the batch/frames size, the app's `use_residual`, the scalar `steps`.
@@ -307,44 +388,6 @@ for values in ({"trap": "shape if", "size": 1}, {"trap": "config flag", "size": 
     print(f"{values}: {explorer.set(**values).verdict}")
 
 # %% [markdown]
-# ### Predict, then reveal
-#
-# `ConfigBranch(use_residual=False)` is exported at batch 2. The app's config later switches the flag **on**
-# and sends a batch of 2 **negative** inputs. What does the device do? Pick an answer, then press *Reveal*
-# (it runs the real thing).
-
-# %%
-art_no_res = helpers.lower(models.ConfigBranch(use_residual=False), (x,))
-
-
-def reveal_flag_on():
-    row = helpers.check_one(models.ConfigBranch(use_residual=True), art_no_res, (-x.abs() - 0.1,))
-    return row.status, "the `+ x` was never recorded: the .pte computes relu(proj(x)) whatever the app's flag says."
-
-
-quiz = PredictThenReveal("flag switched on after export, batch 2, negative inputs: the device…",
-                         ["match", "diverge", "rejected"], reveal_flag_on)
-quiz
-
-# %% [markdown]
-# And one to answer in code. `CountedMean` above was exported with `n=3` and `items ∈ [3, 8]`. The app sends
-# **4** items and, as the program demands, `n=3`. Compared with eager run as intended (`n=4`), is the device's
-# answer a match, a divergence, or a rejection? Write your answer, then run the next cell.
-
-# %%
-my_prediction = "match"  # change me: "match", "diverge" or "rejected"
-
-# %%
-four = torch.randn(4, 4)
-try:
-    (device_out,) = art_counted.run_raw(four, 3)
-    actual = "match" if torch.allclose(device_out, counted(four, 4), atol=1e-4) else "diverge"
-except helpers.RuntimeRejectedError:
-    actual = "rejected"
-_ = check_prediction(my_prediction, actual, "4 items are within the contract and n=3 is the baked value, so the "
-                     "runtime runs it, averaging 3 of the 4 items.")
-
-# %% [markdown]
 # ## Takeaways
 #
 # - Export records the *outcome* of every Python decision it meets; the other branch does not exist in
@@ -356,21 +399,19 @@ _ = check_prediction(my_prediction, actual, "4 items are within the contract and
 #   bound's edge (`frames = 1`) and both settings of every flag.
 # - Tensor-valued conditions (`x.sum() > 0`, `while`) fail loudly instead: next lesson.
 #
-# ## Interview answer
+# ## Interview question
 #
-# *"Why does the exported model disagree with eager on the phone?"* Export traces `forward()` once; any
-# condition that is a plain Python value at that moment (a shape, a config attribute, a constant or scalar
-# input) is decided then, and only the taken branch is recorded, so the program runs, fast, and is wrong
-# for the inputs the example did not cover. Loops over such values are unrolled and baked in; a loop on
-# tensor values fails loudly instead. I catch it with an export CI job that diffs the `.pte` against
-# eager on varied inputs covering both sides of every branch and every bound, and I fix it by keeping the
-# branch in the graph (`torch.cond`, `torch.where`), vectorising the loop, or hoisting the decision into
-# the app.
+# Answer it aloud first (about 30 seconds), then reveal a model answer.
+
+# %%
+interview.ask("01.why_disagree")
 
 # %% [markdown]
 # ### Check: the fixed models match eager on their probe sets
 
 # %%
+assert flag_report.counts()["rejected"] == 0 and flag_report.counts()["eager_error"] == 0, flag_report
+assert flag_report.counts()["diverge"] > 0 and next(r for r in flag_report if r.label == "values: zeros").status == "match"
 assert loop_report.ok_within_contract, loop_report
 fixed_shape_report = helpers.compare(shape_model, art_shape_fixed,
                                      helpers.probe_inputs((clip,), {"x": {1: frames2}}))

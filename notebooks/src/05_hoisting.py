@@ -2,96 +2,110 @@
 # # 05 · Hoisting the decision out of the model
 #
 # **What you will learn**
-# - when a branch chooses between two genuinely different networks, the cleanest export has **no branch**:
-#   two exported methods in one `.pte` (or two `.pte` files), and the app picks;
-# - why: the branch becomes app logic (Kotlin or Swift on a phone), where branching is free and
-#   debuggable, and each exported graph stays straight-line and fully delegated. We measure the coverage
-#   against the `torch.cond` version;
-# - which preprocessing decisions belong in the app: orientation, language, model size.
+# - when a branch chooses between two genuinely different computations and the app can make the choice, the
+#   cleanest export has **no branch**: two exported methods in one `.pte` (or two `.pte` files), and the app picks;
+# - why: the branch becomes app logic (Kotlin or Swift on a phone), where branching is free and debuggable, and
+#   each exported graph stays straight-line and fully delegated. We measure the coverage against `torch.cond`;
+# - which decisions belong in the app (orientation, language, model size), and which must stay in the graph.
+#
+# Terms from lesson 00's glossary used here: delegate, XNNPACK, portable kernels, input contract, `.pte`.
 
 # %%
-import inspect
-
 import torch
 
 import helpers
-from helpers import models
-from helpers.display import check_prediction
+from helpers import interview, models, questions
+from helpers.display import show_source
 from helpers.lessons import control_flow as cf
 from helpers.lessons import control_flow_fixes as fx
 from helpers.plots import delegation_bars
-from helpers.widgets import PredictThenReveal
 
 _ = torch.manual_seed(0)
-x = torch.randn(2, 8)
+x = torch.randn(3, 4)
 
 # %% [markdown]
 # ## The trap, live: a cond region the accelerator cannot enter
 #
-# `CondLinear` (lesson 03) exports with `torch.cond`: correct on both sides, but XNNPACK takes only the trunk.
+# `ScaleOrShiftCond` (lesson 03) keeps `ScaleOrShift`'s branch with `torch.cond`: correct on both sides, but its
+# branches run on portable kernels.
 
 # %%
-cond_model = models.CondLinear()
-art_cond = helpers.lower(cond_model, (x,))
-print(art_cond.delegation().summary())
+show_source(models.ScaleOrShiftCond)
+
+# %%
+art_cond = helpers.lower(models.ScaleOrShiftCond(), (x,))
+print(", ".join(f"{n} {k}" for k, n in fx.node_counts(art_cond.delegation()).items()))
 
 # %% [markdown]
 # ## The fix: two methods, and the app decides
 #
-# Each branch becomes its own straight-line model with the same weights: `StraightLinear` always takes
-# branch `a`, `StraightLinearB` branch `b`. `lower_methods` exports both into **one** `.pte`, as two methods.
+# Each side becomes its own straight-line model, with the same weights (same class, same seed):
 
 # %%
-art_methods = helpers.lower_methods({"positive": (models.StraightLinear(), (x,)),
-                                     "negative": (fx.StraightLinearB(), (x,))})
-for method in ("positive", "negative"):
+show_source(fx.ScaleOrShiftA, fx.ScaleOrShiftB)
+
+# %% [markdown]
+# Predict before we lower them: method `b` alone, how much of it will XNNPACK take?
+
+# %%
+questions.ask("05.hoisted_share")
+
+# %% [markdown]
+# `lower_methods` exports both into **one** `.pte`, as two methods:
+
+# %%
+art_methods = helpers.lower_methods({"a": (fx.ScaleOrShiftA(), (x,)), "b": (fx.ScaleOrShiftB(), (x,))})
+for method in ("a", "b"):
     print(art_methods.input_contract(method), "·", art_methods.delegation(method).summary())
 
 # %% [markdown]
-# Both methods: 100 % delegated, one XNNPACK subgraph each. The decision now lives in the app. Here it is
-# in plain Python, standing in for a few lines of Kotlin or Swift:
+# The decision now lives in the app. Here it is in plain Python, standing in for a few lines of Kotlin or Swift:
 
 # %%
-print(inspect.getsource(fx.app_pick))
-print(inspect.getsource(fx.app_run))
+def app_pick(x: torch.Tensor) -> str:
+    """The app's `if`: which method to call for this input."""
+    return "a" if float(x.sum()) > 0 else "b"
 
-# %%
-for label, sample in {"mean > 0": x.abs() + 0.1, "mean < 0": -x.abs() - 0.1}.items():
-    print(f"{label}: the app calls '{fx.app_pick(sample)}' →", helpers.fmt(fx.app_run(art_methods, sample)))
+
+def app_run(x: torch.Tensor) -> torch.Tensor:
+    (out,) = art_methods.run(x, method=app_pick(x))
+    return out
+
+
+for label, sample in {"sum > 0": x.abs() + 0.1, "sum < 0": -x.abs() - 0.1}.items():
+    print(f"{label}: the app calls '{app_pick(sample)}' →", helpers.fmt(app_run(sample)))
 
 # %% [markdown]
-# Parity is checked against the **original** model, `CondLinear` in eager mode, over a varied set that takes
-# both sides. Each row says which method the app picked:
+# Parity is checked against the **original** model, `ScaleOrShift` with its Python `if`, over varied values that
+# take both sides, with the app's pick in the loop. Each row says which method the app called:
 
 # %%
-probes = helpers.probe_inputs((x,)) + [helpers.Probe(f"shifted {s:+}", (x + s,)) for s in (-2.0, 2.0)]
-hoisted = fx.hoisted_parity(cond_model, art_methods, probes)
+probes = cf.value_probes((x,)) + cf.shifted(x)
+hoisted = fx.hoisted_parity(models.ScaleOrShift(), art_methods, probes, pick=app_pick)
 print(hoisted)
 
 # %% [markdown]
 # ### Or two `.pte` files
 #
-# The same two graphs can ship as two files: the app loads the one it needs (or both). Compare the sizes:
-# one file with two methods is a little smaller than the two files together, and it is one load and one
-# file to version; two files let the app download or load only what it uses.
+# The same two graphs can ship as two files: the app loads the one it needs (or both). One file with two methods
+# is one load and one artifact to version; two files let the app download or load only what it uses. The sizes:
 
 # %%
-art_a = helpers.lower(models.StraightLinear(), (x,))
-art_b = helpers.lower(fx.StraightLinearB(), (x,))
+art_a = helpers.lower(fx.ScaleOrShiftA(), (x,))
+art_b = helpers.lower(fx.ScaleOrShiftB(), (x,))
 print(f"one .pte, two methods: {art_methods.nbytes:,} bytes")
 print(f"two .pte files:        {art_a.nbytes:,} + {art_b.nbytes:,} = {art_a.nbytes + art_b.nbytes:,} bytes")
 print(f"one .pte with cond:    {art_cond.nbytes:,} bytes")
 sample = -x.abs()
-print("file b agrees with method 'negative':",
-      torch.allclose(art_b.run(sample)[0], art_methods.run(sample, method="negative")[0]))
+print("file b agrees with method 'b':", torch.allclose(art_b.run(sample)[0], art_methods.run(sample, method="b")[0]))
 
 # %% [markdown]
 # ### Delegation coverage, side by side
 
 # %%
 fig = delegation_bars({"cond (one method)": art_cond.delegation(),
-                       "hoisted: positive": art_methods.delegation("positive"),
-                       "hoisted: negative": art_methods.delegation("negative")},
+                       "hoisted: a": art_methods.delegation("a"),
+                       "hoisted: b": art_methods.delegation("b")},
                       title="Where the graph runs: cond vs hoisted")
 fig
 
@@ -99,17 +113,24 @@ fig
 # ## Why it works
 #
 # A `.pte` can hold several methods; each is its own graph with its own input contract and memory plan. The
-# branch condition was never something the model needed to compute *inside* the graph: it is a decision
-# about which graph to run. Moved into the app, it costs an `if` in Kotlin or Swift, where you can log it,
-# test it and change it without re-exporting. Each graph is straight-line, so the partitioner sees every
-# node.
+# branch condition was never something the model needed to compute *inside* the graph: it is a decision about
+# which graph to run. Moved into the app, it costs an `if` in Kotlin or Swift, where you can log it, test it and
+# change it without re-exporting. Each graph is straight-line, so the partitioner sees every node.
 #
 # ## Which decisions belong in the app
 #
 # Preprocessing decisions usually do: they are about the *input*, which the app knows before calling the model.
-#
-# **Orientation.** `TinyVision` is exported for landscape frames (32×48). A portrait frame is refused by the
-# runtime; the app rotates it first (with the platform's image API; here `torch.rot90`):
+# `TinyVision` is a small CNN for camera frames:
+
+# %%
+show_source(models.TinyVision)
+
+# %% [markdown]
+# **Orientation.** The program below holds a `small` method exported for landscape frames (32×48) and a `large`
+# one (64×96). Predict first: the app forgets to rotate a portrait frame (48×32) and sends it to `small`.
+
+# %%
+questions.ask("05.portrait")
 
 # %%
 vision = models.TinyVision()
@@ -117,13 +138,15 @@ landscape = torch.randn(1, 3, 32, 48)
 portrait = torch.randn(1, 3, 48, 32)
 art_vision = helpers.lower_methods({"small": (vision, (landscape,)),
                                     "large": (vision, (torch.randn(1, 3, 64, 96),))})
-print("portrait as is:  ", cf.verdict_line(helpers.check_one(vision, art_vision, (portrait,), method="small")))
+print("portrait as is:    ", cf.verdict_line(helpers.check_one(vision, art_vision, (portrait,), method="small")))
 upright = torch.rot90(portrait, k=1, dims=(2, 3)).contiguous()
 print("rotated by the app:", cf.verdict_line(helpers.check_one(vision, art_vision, (upright,), method="small")))
 
 # %% [markdown]
-# **Model size.** The same program holds a `small` (32×48) and a `large` (64×96) method. A low-end phone
-# calls `small`, a flagship `large`; the app resizes the frame to the method it picked:
+# The app rotates it first, with the platform's image API (here `torch.rot90`).
+#
+# **Model size.** A low-end phone calls `small`, a flagship `large`; the app resizes the frame to the method it
+# picked:
 
 # %%
 def app_vision(frame: torch.Tensor, tier: str) -> torch.Tensor:
@@ -141,8 +164,8 @@ for tier in ("low-end", "flagship"):
 print(art_vision.input_contract("small"), "·", art_vision.input_contract("large"))
 
 # %% [markdown]
-# **Language.** A text model with a vocabulary per language: one method per language, and the app passes
-# the user's locale. (`TokenPool` with two seeds stands in for two trained heads.)
+# **Language.** A text model with a vocabulary per language: one method per language, and the app passes the
+# user's locale. (`TokenPool` with two seeds stands in for two trained heads.)
 
 # %%
 ids = torch.randint(0, 32, (1, 8))
@@ -154,66 +177,72 @@ for lang, m in per_language.items():
     print(f"locale {lang}: method '{lang}' → {row.describe()}")
 
 # %% [markdown]
-# What stays *inside* the model: decisions that depend on intermediate values the app does not have (a
-# gating score computed by the network itself). For those, `torch.cond` (03) or `torch.where` (04).
+# What stays *inside* the model: decisions that depend on intermediate values the app does not have (a gating
+# score computed by the network itself, like lesson 03's `Router`). For those, `torch.cond` (03) or
+# `torch.where` (04).
 #
-# ## Exercises
+# ## ✏️ Exercise 05.hoist
 #
-# ### Predict, then reveal
-#
-# The app forgets to rotate, and sends a portrait frame (48×32) to the `small` method. What does the device do?
+# `CondLinear` (lesson 03) runs a `linear → relu` trunk, then one of two layers by the sign of the input's mean.
+# The input's mean is something the app has: hoist the decision.
 
 # %%
-def reveal_portrait():
-    row = helpers.check_one(vision, art_vision, (portrait,), method="small")
-    return row.status, row.runtime_message.split(";")[0]
-
-
-quiz = PredictThenReveal("a portrait frame to the landscape method…", ["match", "diverge", "rejected"],
-                         reveal_portrait)
-quiz
+show_source(models.CondLinear)
 
 # %% [markdown]
-# ### Coverage
-#
-# What share of the `negative` method's nodes does XNNPACK take? Answer as a percentage string, e.g. `"50%"`.
+# Give `CondLinear` as methods of one `.pte` and an app-side `pick(x)` that names the method to call:
+# `answer = (methods, pick)` with `methods` a dict `{name: model}`. The check lowers every method with
+# `lower_methods`, requires each to be straight-line and 100% delegated, then runs the app (your `pick`, then the
+# method it names) against `CondLinear` in eager mode on inputs from both sides of `x.mean() > 0`.
 
 # %%
-my_prediction = "50%"  # change me
+# ✏️ Exercise 05.hoist — edit this cell, then run the check below.
+from helpers.models import CondLinear
+
+
+class OnlyMethod(CondLinear):
+    pass  # CondLinear's own forward(), torch.cond included
+
+
+def pick(x):
+    return "forward"  # the app's decision: which method to call for this input
+
+
+answer = ({"forward": OnlyMethod()}, pick)
 
 # %%
-actual = f"{art_methods.delegation('negative').coverage:.0%}"
-_ = check_prediction(my_prediction, actual, "a straight-line graph of linear and relu: the partitioner takes all "
-                     f"of it (the cond version: {art_cond.delegation().coverage:.0%}).")
+from helpers import exercises
+
+grade = exercises.check("05.hoist", answer)
 
 # %% [markdown]
 # ## Takeaways
 #
-# - If a branch picks between two genuinely different networks, export two methods (or two `.pte` files)
-#   and let the app pick: the condition becomes app logic, free and debuggable.
-# - Each exported graph stays straight-line and fully delegated; the `cond` version ran its branches on
-#   portable kernels.
-# - Orientation, language and model size are decisions about the input: the app knows them before it calls
-#   the model, so they belong in the app, not in `forward()`.
-# - Parity is still checked against the original eager model, with the app's choice in the loop, on inputs
-#   that take both sides.
+# - If a branch picks between two different computations and the app can decide, export one method per side (or
+#   one `.pte` per side) and let the app pick: the condition becomes app logic, free and debuggable.
+# - Each exported graph stays straight-line and fully delegated; the `cond` version ran its branches on portable
+#   kernels.
+# - Orientation, language and model size are decisions about the input: the app knows them before it calls the
+#   model, so they belong in the app, not in `forward()`. Decisions on intermediate values stay in the graph.
+# - Parity is still checked against the original eager model, with the app's choice in the loop, on inputs that
+#   take both sides.
 #
-# ## Interview answer
+# ## Interview question
 #
-# Often the cleanest answer: if the branch decides between two genuinely different networks, I export two
-# methods, or two `.pte` files, and let the application code pick. The condition becomes app logic in Kotlin
-# or Swift, where branching is free and debuggable, and each exported graph stays straight-line and fully
-# delegatable. Preprocessing decisions (orientation, language, model size) usually belong there too,
-# rather than inside `forward()`.
+# Answer it aloud first (about 30 seconds), then reveal a model answer.
+
+# %%
+interview.ask("05.hoist")
 
 # %% [markdown]
 # ### Check: the hoisted program, driven by the app, matches the original eager model on both sides
 
 # %%
-inside = [r for r in hoisted if r.within_contract]
-picked = {r.label.rsplit("→ ", 1)[1] for r in inside}
-assert picked == {"positive", "negative"}, picked
-assert hoisted.ok_within_contract, hoisted
+picked = {r.label.rsplit("→ ", 1)[1] for r in hoisted}
+assert picked == {"a", "b"}, picked
+assert hoisted.ok, hoisted
 assert all(art_methods.delegation(m).coverage == 1.0 for m in art_methods.methods)
-print(f"hoisted: parity with CondLinear on {len(inside)} inputs inside the contract, both methods used, "
-      "both fully delegated")
+assert art_cond.delegation().delegated_nodes == 0
+assert exercises.get("05.hoist").check(exercises.solution("05.hoist")).passed
+print(f"hoisted: parity with ScaleOrShift on {len(hoisted)} inputs, both methods used, both fully delegated; "
+      "CondLinear hoisted by the exercise's solution passes")
