@@ -306,7 +306,7 @@ def _build(methods: dict[str, tuple[torch.nn.Module, tuple[Any, ...], Any]],
         pte = bytes(program.buffer)
     plans = {plan.name: list(plan.non_const_buffer_sizes) for plan in program.executorch_program.execution_plan}
 
-    with captured_output():
+    with _stage("load"), captured_output():
         loaded = load_program(pte)
     _LIVE_PROGRAMS.append(loaded)  # never freed: see artifact._LIVE_PROGRAMS
     meta: dict[str, Any] = {"key": key, "backend": backend, "methods": {}, "method_order": list(methods)}

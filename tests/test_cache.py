@@ -136,7 +136,7 @@ def test_a_closure():
 
 def test_default_arguments_including_a_random_tensor():
     class OptionalInput(nn.Module):  # ExportDB's example: a tensor default, drawn once at definition
-        def forward(self, x, y=torch.randn(2, 4)):
+        def forward(self, x, y=torch.randn(2, 4)):  # noqa: B008 - the point: a default drawn once
             return x + y
 
     model = OptionalInput()
