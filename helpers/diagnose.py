@@ -12,6 +12,11 @@
   the ``Dim`` as torch suggests, or rewrite the size arithmetic.
 - ``"unsupported_operator"``: an operator export, the edge dialect or the runtime cannot handle.
 - ``"other"`` and ``"ok"``.
+
+Every kind but ``"ok"`` is a finding about the *model*: torch or ExecuTorch raised it while exporting,
+lowering or loading it (:func:`helpers.lowering.stage_of` names the stage). An exception without a
+stage is this library's own failure, never the model's: :func:`diagnose_export` lets it propagate
+instead of dressing it up as a diagnosis.
 """
 
 from __future__ import annotations
@@ -26,15 +31,19 @@ from typing import Any
 
 import torch
 
-from ._quiet import captured_output, import_executorch_quietly
+from ._quiet import import_executorch_quietly
 from .artifact import PteArtifact
 
-__all__ = ["Diagnosis", "diagnose_export", "KINDS"]
+__all__ = ["Diagnosis", "diagnose_export", "diagnose_exception", "diagnose_failure", "KINDS"]
 
 KINDS = ("ok", "data_dependent", "constraint_violation", "unsupported_operator", "other")
 
 _REPO = Path(__file__).resolve().parent.parent
-_LIBRARY_FILES = {Path(__file__).resolve(), Path(__file__).with_name("lowering.py").resolve()}
+# Frames in these files are the pipeline's, never the user's "offending line" (helpers/models.py and
+# helpers/lessons/ hold the lessons' *models*, which are user code here).
+_LIBRARY_FILES = {Path(__file__).with_name(name).resolve() for name in (
+    "diagnose.py", "lowering.py", "artifact.py", "parity.py", "contract.py", "cache.py", "_quiet.py", "_runtime.py")}
+_LIBRARY_DIRS = (Path(__file__).resolve().parent / "doctor",)
 
 FIXES = {
     "data_dependent": (
@@ -84,6 +93,7 @@ class Diagnosis:
     suggested_fixes: list[str] = field(default_factory=list)
     operator: str | None = None
     artifact: PteArtifact | None = None
+    exported: Any = field(default=None, repr=False)  # the ExportedProgram, when export succeeded
 
     @property
     def ok(self) -> bool:
@@ -141,9 +151,27 @@ def _location(filename: str, lineno: int) -> str:
 def _is_library(filename: str) -> bool:
     if "site-packages" in filename or "dist-packages" in filename or filename.startswith("<frozen"):
         return True
-    if Path(filename).resolve() in _LIBRARY_FILES:
+    resolved = Path(filename).resolve()
+    if resolved in _LIBRARY_FILES or any(d in resolved.parents for d in _LIBRARY_DIRS):
         return True
     return filename.startswith(sys.prefix) or filename.startswith(sys.base_prefix)
+
+
+def _graph_frame(exported: Any, operator: str | None) -> tuple[str, str] | None:
+    """(source line, location) of the user's code that created a node calling ``operator`` in the
+    exported graph (its ``stack_trace``): where a lowering or loading error points in ``forward()``."""
+    if exported is None or not operator:
+        return None
+    wanted = re.sub(r"^aten(::|\.)", "", operator).split(".")[0]
+    for node in exported.graph.nodes:
+        name = str(getattr(node.target, "__name__", node.target))
+        if node.op != "call_function" or name.replace("aten.", "").split(".")[0] != wanted:
+            continue
+        frames = re.findall(r'File "([^"]+)", line (\d+), in (\w+)\n\s*(.+)', node.meta.get("stack_trace") or "")
+        for filename, lineno, func, code in reversed(frames):
+            if not _is_library(filename):
+                return f"{func}(): {code.strip()}", _location(filename, int(lineno))
+    return None
 
 
 def user_frame(exc: BaseException) -> tuple[str, str] | None:
@@ -203,46 +231,73 @@ def _summary(kind: str, exc: BaseException, source: str | None, operator: str | 
     return f"{type(exc).__name__}: {first}"
 
 
-def diagnose_exception(exc: BaseException, stage: str) -> Diagnosis:
-    """A :class:`Diagnosis` for an exception raised at ``stage`` ("export", "lower" or "load")."""
+def diagnose_exception(exc: BaseException, stage: str, exported: Any = None) -> Diagnosis:
+    """A :class:`Diagnosis` for an exception raised at ``stage`` ("export", "lower" or "load").
+
+    ``exported`` (the ``ExportedProgram``, for a lowering or loading error) lets an unsupported
+    operator be traced back to the line of ``forward()`` that created it.
+    """
+    exc = getattr(exc, "original", None) or exc  # the stage tag may wrap an exception that has __slots__
     kind = classify(exc)
-    located = user_frame(exc)
-    source, location = located if located else (None, None)
     message = str(exc)
     operator = _operator(message) if kind == "unsupported_operator" else None
+    located = user_frame(exc) or _graph_frame(exported, operator)
+    source, location = located if located else (None, None)
     fix = FIXES[kind]
     if kind == "data_dependent" and source and "while " in source:
         fix = ("A `while` on a tensor cannot be traced: bound it (a fixed number of steps with torch.where "
                "masking the finished ones) or run the loop in the app, calling the exported step. ") + fix
     return Diagnosis(kind=kind, stage=stage, summary=_summary(kind, exc, source, operator, stage), fix=fix,
                      source_line=source, location=location, error_type=type(exc).__name__,
-                     message=message, suggested_fixes=_suggested_fixes(message), operator=operator)
+                     message=message, suggested_fixes=_suggested_fixes(message), operator=operator,
+                     exported=exported)
+
+
+def diagnose_failure(exc: BaseException, exported: Any = None) -> Diagnosis | None:
+    """The model's :class:`Diagnosis` for an exception from the pipeline, or ``None`` when the exception
+    carries no stage (:func:`helpers.lowering.stage_of`): then it is the library's own failure, and the
+    caller must not report it as the model's."""
+    from .lowering import stage_of
+
+    stage = stage_of(exc)
+    if stage is None:
+        return None
+    return diagnose_exception(exc, stage, exported)
 
 
 def diagnose_export(model: torch.nn.Module, example_args: Any, dynamic_shapes: Any = None, *,
                     backend: str = "xnnpack", lower: bool = True) -> Diagnosis:
-    """Try export (and, with ``lower=True``, lowering and loading); never raise for a failure.
+    """Try export (and, with ``lower=True``, lowering and loading); never raise for a failure of the model.
 
-    On success the returned diagnosis carries the loaded ``artifact``.
+    The model is exported once; that exported program is what is lowered. On success the returned
+    diagnosis carries the loaded ``artifact`` (and the ``exported`` program). An exception raised by
+    this library itself (not by torch or ExecuTorch on the model) propagates unchanged: it says
+    nothing about the model.
     """
-    from .lowering import lower as lower_fn
+    from .lowering import export_methods, lower_exported
 
     import_executorch_quietly()
     if isinstance(example_args, torch.Tensor):
         example_args = (example_args,)
     example_args = tuple(example_args)
     try:
-        with captured_output():
-            torch.export.export(model, example_args, dynamic_shapes=dynamic_shapes)
+        with torch.random.fork_rng(devices=[]):  # tracing may draw random numbers: leave the caller's RNG alone
+            normalised, exported = export_methods({"forward": (model, example_args, dynamic_shapes)})
     except Exception as exc:  # noqa: BLE001 - diagnosing is the point
-        return diagnose_exception(exc, "export")
+        diagnosis = diagnose_failure(exc)
+        if diagnosis is None:
+            raise
+        return diagnosis
+    program = exported["forward"]
     if not lower:
-        return Diagnosis(kind="ok", stage="export", summary="torch.export succeeded", fix=FIXES["ok"])
+        return Diagnosis(kind="ok", stage="export", summary="torch.export succeeded", fix=FIXES["ok"], exported=program)
     try:
-        artifact = lower_fn(model, example_args, dynamic_shapes=dynamic_shapes, backend=backend)
+        artifact = lower_exported(normalised, exported, backend=backend)
     except Exception as exc:  # noqa: BLE001
-        stage = "load" if type(exc).__name__ == "RuntimeRejectedError" else "lower"
-        return diagnose_exception(exc, stage)
+        diagnosis = diagnose_failure(exc, program)
+        if diagnosis is None:
+            raise
+        return diagnosis
     d = artifact.delegation()
-    return Diagnosis(kind="ok", stage="load", fix=FIXES["ok"], artifact=artifact,
+    return Diagnosis(kind="ok", stage="load", fix=FIXES["ok"], artifact=artifact, exported=program,
                      summary=f"exported, lowered and loaded; {d.summary()}")

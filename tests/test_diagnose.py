@@ -1,7 +1,9 @@
-"""diagnose_export classifies real export / lowering / loading failures and never raises."""
+"""diagnose_export classifies real export / lowering / loading failures and never raises for the model;
+the library's own failures propagate instead of being reported as the model's."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 from torch.export import Dim
 
@@ -54,8 +56,11 @@ def test_unsupported_operators_at_each_stage():
 
     d = helpers.diagnose_export(Median(), (torch.randn(5),))
     assert (d.kind, d.stage, d.operator) == ("unsupported_operator", "lower", "aten.median.default")
+    assert d.source_line == "forward(): return torch.median(x)"  # traced back through the exported graph
+    assert d.location == f"tests/test_diagnose.py:{Median.forward.__code__.co_firstlineno + 1}"
     d = helpers.diagnose_export(Sort(), (torch.randn(5),), backend="portable")
     assert (d.kind, d.stage, d.operator) == ("unsupported_operator", "load", "aten::sort.values")
+    assert d.source_line == "forward(): return torch.sort(x)[0]"
 
 
 def test_custom_op_without_a_fake_kernel_is_unsupported_at_export():
@@ -84,3 +89,38 @@ def test_ok_carries_the_artifact_and_other_errors_do_not_raise():
     assert d.kind == "other" and "broken in eager" in d.summary
     assert d.source_line and "raise ValueError" in d.source_line
     assert "offending line" in str(d) and "<table>" in d._repr_html_()
+
+
+def test_the_model_is_exported_once(monkeypatch):
+    calls = []
+    real = torch.export.export
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(torch.export, "export", counting)
+    d = helpers.diagnose_export(M.ScaleOrShiftWhere(), (torch.randn(3, 4),))
+    assert d.ok and d.exported is not None and len(calls) == 1
+
+
+def test_the_librarys_own_failure_is_not_the_models(monkeypatch):
+    """An exception without a stage (raised by the library, not by torch or ExecuTorch on the model) is
+    raised, not turned into a Diagnosis; the same kind of exception raised by the model is diagnosed."""
+    from helpers import lowering
+    from helpers.diagnose import diagnose_failure
+
+    def broken(*_args, **_kwargs):
+        raise RuntimeError("a bug in the lowering code")
+
+    monkeypatch.setattr(lowering, "lower_exported", broken)
+    with pytest.raises(RuntimeError, match="a bug in the lowering code"):
+        helpers.diagnose_export(M.ScaleOrShiftWhere(), (torch.randn(3, 4),))
+    assert diagnose_failure(RuntimeError("no stage")) is None
+
+    class RaisesInForward(torch.nn.Module):
+        def forward(self, x):
+            raise RuntimeError("a bug in the model")
+
+    d = helpers.diagnose_export(RaisesInForward(), (torch.randn(2),))  # raised by the model: diagnosed
+    assert (d.kind, d.stage) == ("other", "export") and "a bug in the model" in d.summary

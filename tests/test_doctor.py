@@ -3,14 +3,19 @@
 The subprocesses (a good and a broken model from the lessons, the four bad-argument cases of the
 issue) start together in one fixture so their seconds of imports overlap; each test reads its own
 run. Further cases call ``main()`` in this process: the same code path, without the imports.
-Exit codes, key report lines and the HTML report's verdict are asserted.
+Exit codes, key report lines and the HTML report's verdict are asserted; the good model's run also
+writes the JSON and JUnit reports (their contents are tested in tests/test_doctor_ci.py). An
+internal error of the doctor (a library function made to raise) exits 3 and is never reported as
+the model's failure.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -131,7 +136,8 @@ def runs(tmp_path_factory):
         args = [a.replace("{tmp}", str(tmp)) for a in argv]
         report = tmp / f"{name.replace(' ', '_')}.html"
         if html:
-            args += ["--report", str(report)]
+            args += ["--report", str(report), "--json", str(report.with_suffix(".json")),
+                     "--junit", str(report.with_suffix(".xml"))]
         proc = subprocess.Popen([sys.executable, "-m", "helpers.doctor", *args], cwd=ROOT, env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         jobs[name] = (proc, report)
@@ -151,12 +157,50 @@ def test_good_model_passes_with_a_shared_dim(runs):
     assert "seq = 1 (min-1, outside)" in out  # run silently by the device: reported, not failed
     assert "maximum capacity of 64 elements" in out
     assert "4. delegation" in out and "5. memory      arena 4,432 bytes" in out
-    assert "[doctor" in err and "diagnose_export" in err and "Traceback" not in err  # progress on stderr
+    assert "[doctor" in err and "torch.export" in err and "Traceback" not in err  # progress on stderr
     parsed = parse_report(report)
     assert [v["data-verdict"] for v in parsed.verdicts] == ["pass"]
     assert parsed.verdicts[0]["data-exit-code"] == "0"
     inside = [p for p in parsed.probes if p["data-within-contract"] == "yes"]
     assert len(inside) == 12 and all(p["data-status"] == "match" for p in inside)
+
+
+def test_refusals_on_the_host_and_by_the_runtime_are_counted_apart_everywhere(runs):
+    code, out, _, report = runs["token_pool"]
+    assert code == 0
+    # text: the summary and two separate groups
+    assert "1 rejected by the runtime, 4 refused on the host" in out
+    def group(title: str) -> list[str]:
+        lines = out.split(f"   · outside the contract and {title} (expected):\n")[1].splitlines()
+        return [line for line in lines[:next(i for i, t in enumerate(lines) if not t.startswith("     - "))]]
+
+    (rejected,) = group("rejected by the runtime")
+    assert rejected.startswith("     - seq = 65 (max+1, outside)") and "maximum capacity of 64 elements" in rejected
+    refused = group("refused on the host")
+    assert len(refused) == 4 and all(": refused on the host: " in line for line in refused)
+    # HTML: each row says which
+    statuses = [p["data-status"] for p in parse_report(report).probes]
+    assert statuses.count("refused") == 4 and statuses.count("rejected") == 1
+    # JSON: counts and per-probe status
+    data = json.loads(report.with_suffix(".json").read_text())
+    assert (data["counts"]["refused"], data["counts"]["rejected"]) == (4, 1)
+    assert sorted(p["status_words"] for p in data["probes"] if p["status"] in ("refused", "rejected")) == \
+        ["refused on the host"] * 4 + ["rejected by the runtime"]
+    # JUnit: outside the contract they pass, each saying which refusal it was
+    suite = ET.parse(report.with_suffix(".xml")).getroot().find("testsuite")
+    said = [c.findtext("system-out") or "" for c in suite.iter("testcase")]
+    assert sum(t.startswith("refused on the host outside the contract") for t in said) == 4
+    assert sum(t.startswith("rejected by the runtime outside the contract") for t in said) == 1
+
+
+def test_delegation_hints_come_from_the_partitioner(runs):
+    _, out, _, _ = runs["shape_branch"]
+    steps = out.split("next steps:")[1]
+    assert "mean.dim only supports averaging 4D tensors" in out.split("5. memory")[0]  # the delegation section
+    assert "mean.dim only supports averaging 4D tensors" in steps
+    delegation_steps = [line for line in steps.splitlines() if "portable" in line or "XNNPACK" in line]
+    assert delegation_steps and not any("torch.cond" in line or "dynamic" in line for line in delegation_steps)
+    assert "a dynamic axis or a torch.cond region" not in out  # the old guess: ShapeBranch has neither cause
 
 
 def test_divergence_inside_the_contract_fails(runs):
@@ -243,3 +287,91 @@ def test_more_bad_arguments_in_process(tmp_path, capsys, case):
     assert code == 2 and out == ""
     assert len(err.splitlines()) == 1 and err.startswith("export doctor: error: ")
     assert expected in err, err
+
+
+# ----- internal errors: the doctor's own failure is exit 3, never the model's ------------------------------
+TOKEN_POOL = GOOD_AND_BROKEN["token_pool"] + ["--quiet"]
+
+
+def _boom(*_args, **_kwargs):
+    raise RuntimeError("boom: a bug inside the library")
+
+
+@pytest.mark.parametrize("where", ["memory plan", "contract check"])
+def test_an_internal_error_exits_3_and_is_not_the_models_failure(tmp_path, capsys, monkeypatch, where):
+    from helpers.artifact import PteArtifact
+    from helpers.contract import InputContract
+    from helpers.doctor import main
+
+    if where == "memory plan":
+        monkeypatch.setattr(PteArtifact, "planned_memory_bytes", _boom)
+        stage = "memory"
+    else:
+        monkeypatch.setattr(InputContract, "violations", _boom)
+        stage = "compare"
+    code = main(TOKEN_POOL + ["--json", str(tmp_path / "r.json"), "--junit", str(tmp_path / "r.xml"),
+                              "--report", str(tmp_path / "r.html")])
+    out, err = capsys.readouterr()
+    assert code == 3, out + err
+    (line,) = err.splitlines()
+    assert line.startswith(f"export doctor: internal error of export doctor itself during stage '{stage}', not a "
+                           "finding about helpers.models:TokenPool: RuntimeError: boom: a bug inside the library")
+    assert "rerun with --traceback" in line and "Traceback" not in err
+    assert out.splitlines()[1].startswith(f"verdict: ERROR (exit 3) — internal error of export doctor during stage "
+                                          f"'{stage}', not a finding about the model")
+    assert "the export failed" not in out and "✗ diverge" not in out and "lowering failed" not in out
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert (data["verdict"], data["exit_status"]) == ("error", 3)
+    assert data["internal_error"] == {"stage": stage, "type": "RuntimeError", "message": "boom: a bug inside the library"}
+    assert [s["status"] for s in data["stages"] if s["name"] == stage] == ["error"]
+    assert all(s["status"] != "failed" for s in data["stages"])  # nothing is blamed on the model
+    suite = ET.parse(tmp_path / "r.xml").getroot().find("testsuite")
+    assert suite.get("errors") == "1" and suite.get("failures") == "0"
+    assert parse_report(tmp_path / "r.html").verdicts[0]["data-verdict"] == "error"
+
+
+def test_an_internal_error_while_preparing_the_inputs_exits_3(capsys, monkeypatch):
+    from helpers.doctor import cli, main
+
+    monkeypatch.setattr(cli, "build_dynamic_shapes", _boom)
+    assert main(TOKEN_POOL) == 3
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("export doctor: internal error of export doctor itself during stage "
+                                        "'preparing the inputs', not a finding about helpers.models:TokenPool")
+
+
+def test_traceback_shows_where_the_internal_error_is(capsys, monkeypatch):
+    from helpers.artifact import PteArtifact
+    from helpers.doctor import main
+
+    monkeypatch.setattr(PteArtifact, "planned_memory_bytes", _boom)
+    assert main(TOKEN_POOL + ["--traceback"]) == 3
+    err = capsys.readouterr().err
+    assert "Traceback (most recent call last)" in err and "in _boom" in err
+
+
+def test_an_internal_error_in_the_export_stage_is_not_an_export_failure(capsys, monkeypatch):
+    """An exception without a stage raised while exporting (here: inside the library's export step, not by
+    torch) is the doctor's; the same model with a genuine export problem is the model's (exit 1)."""
+    from helpers import lowering
+    from helpers.doctor import main
+
+    monkeypatch.setattr(lowering, "export_methods", _boom)
+    assert main(TOKEN_POOL) == 3
+    out, err = capsys.readouterr()
+    assert "during stage 'export'" in err and "the export failed" not in out
+    monkeypatch.undo()
+    assert main(["helpers.models:ScaleOrShift", "--example", "3x4", "--quiet"]) == 1
+    out, err = capsys.readouterr()
+    assert "the export failed: data dependent (stage: export)" in out and err == ""
+
+
+def test_a_genuine_lowering_failure_is_the_models_and_exits_1(capsys):
+    from helpers.doctor import main
+
+    code = main(["helpers.lessons.doctor:MedianCenter", "--example", "3x4", "--quiet"])
+    out, err = capsys.readouterr()
+    assert code == 1 and err == ""
+    assert "verdict: FAIL (exit 1) — lowering failed: unsupported operator (stage: lower)" in out
+    assert "offending line: forward(): return self.proj(x - x.median())   [helpers/lessons/doctor.py:" in out
+    assert "internal error" not in out

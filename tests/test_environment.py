@@ -25,6 +25,12 @@ def test_torch_and_executorch_are_pinned_to_the_known_good_pair():
     assert p["torch"] == "2.13.0" and p["executorch"] == "1.5.1"
 
 
+def test_the_zoo_transformers_is_pinned():
+    # helpers.zoo builds its models with transformers; the measured verdicts (ViT's specialized image size)
+    # belong to this version
+    assert pins()["transformers"] == "5.24.0"
+
+
 def test_environment_yml_is_the_conda_route_to_requirements_txt():
     text = (ROOT / "environment.yml").read_text()
     assert re.search(r"^\s*-\s*python=3\.11\s*$", text, re.M)

@@ -116,8 +116,7 @@ def command(name: str) -> str:
 def report_for(argv: tuple[str, ...] | list[str]) -> DoctorReport:
     """The report ``python -m helpers.doctor ARGV`` prints, computed in this process."""
     p = prepare(list(argv))
-    return examine(p.model, p.example_args, p.dynamic_shapes, backend=p.backend, target=p.target, seed=p.seed,
-                   atol=p.atol, rtol=p.rtol)
+    return examine(p.model, p.example_args, p.dynamic_shapes, **p.examine_options())
 
 
 _REPORTS: dict[str, DoctorReport] = {}

@@ -1,0 +1,69 @@
+"""``python -m helpers.doctor``: the diagnosis workflow of the lessons, as a command for an export CI job.
+
+    python -m helpers.doctor MODULE_OR_FILE:FACTORY --example SHAPE[:DTYPE[:HIGH]] ...
+        [--dim INPUT:AXIS:NAME:MIN:MAX ...] [--arg KEY=VALUE ...] [--backend xnnpack|portable]
+        [--int-high N] [--seed N] [--atol X] [--rtol X] [--strict] [--min-delegated PCT]
+        [--max-arena-bytes N] [--pte FILE.pte] [--bundle FILE.bpte] [--draft-export]
+        [--report out.html] [--json out.json] [--junit out.xml] [--quiet] [--traceback]
+
+It imports the factory (an ``nn.Module`` class, a function returning one, or a module instance),
+builds seeded example inputs, and runs the library's pipeline: ``torch.export`` (once) → lowering
+and loading the ``.pte`` in the ExecuTorch runtime → :func:`helpers.probe_inputs` on the ``.pte``'s
+input contract → :func:`helpers.compare` against eager → delegation (with the partitioner's own
+reasons) and memory plan. It prints a report (verdict first, then the evidence) and can write it as
+HTML, JSON (a stable schema, :mod:`helpers.doctor.render`) and JUnit XML.
+
+Exit status: **0** pass; **1** the model does not export / lower / load, a probe inside the contract
+did not match eager, or a requested check failed; **2** bad arguments (one line on stderr, never a
+traceback); **3** an internal error of the doctor itself (never reported as the model's failure).
+Progress goes to stderr.
+
+The package: :mod:`~helpers.doctor.cli` (arguments, loading the model, exit statuses),
+:mod:`~helpers.doctor.examine` (the pipeline and :class:`DoctorReport`), :mod:`~helpers.doctor.render`
+(text, HTML, JSON, JUnit), :mod:`~helpers.doctor.shipped` (``--pte``), :mod:`~helpers.doctor.bundle`
+(``--bundle``), :mod:`~helpers.doctor.draft` (``--draft-export``).
+
+From Python (a notebook, a test): :func:`prepare` turns command-line arguments into a model and
+inputs, :func:`examine` turns a model and inputs into a :class:`DoctorReport`.
+"""
+
+from __future__ import annotations
+
+from .cli import (
+    DEFAULT_INT_HIGH,
+    DTYPES,
+    DimSpec,
+    ExampleSpec,
+    Prepared,
+    UsageError,
+    build_dynamic_shapes,
+    forward_inputs,
+    integer_highs,
+    load_model,
+    main,
+    make_examples,
+    parse_dim,
+    parse_example,
+    parse_kwarg,
+    prepare,
+)
+from .examine import (
+    EXIT_ERROR,
+    EXIT_FAIL,
+    EXIT_PASS,
+    EXIT_USAGE,
+    STAGE_NAMES,
+    VERDICTS,
+    BundleInfo,
+    Check,
+    DoctorReport,
+    DraftFindings,
+    Stage,
+    examine,
+)
+from .render import SCHEMA_VERSION
+
+__all__ = ["EXIT_PASS", "EXIT_FAIL", "EXIT_USAGE", "EXIT_ERROR", "VERDICTS", "STAGE_NAMES", "SCHEMA_VERSION",
+           "UsageError", "Prepared", "DoctorReport", "Stage", "Check", "DraftFindings", "BundleInfo", "prepare",
+           "examine", "main", "ExampleSpec", "DimSpec", "parse_example", "parse_dim", "parse_kwarg", "load_model",
+           "make_examples", "forward_inputs", "build_dynamic_shapes", "integer_highs", "DEFAULT_INT_HIGH", "DTYPES"]

@@ -1,0 +1,598 @@
+"""The command line of ``python -m helpers.doctor``: arguments, loading the model, exit statuses.
+
+:func:`prepare` turns command-line arguments into a model, seeded example inputs and dynamic
+shapes (a :class:`Prepared`); :func:`main` runs :func:`helpers.doctor.examine` on them, prints the
+report and writes the files asked for (``--report``, ``--json``, ``--junit``, ``--bundle``).
+Every bad argument is a :class:`UsageError`: one line on stderr and exit status 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import importlib
+import importlib.util
+import inspect
+import logging
+import re
+import sys
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .examine import EXIT_ERROR, EXIT_PASS, EXIT_USAGE, DoctorReport, examine
+
+__all__ = ["UsageError", "ExampleSpec", "DimSpec", "Prepared", "parse_example", "parse_dim", "parse_kwarg",
+           "load_model", "make_examples", "forward_inputs", "build_dynamic_shapes", "integer_highs", "prepare", "main",
+           "DEFAULT_INT_HIGH", "DTYPES"]
+
+DEFAULT_INT_HIGH = 10
+
+DTYPES: dict[str, torch.dtype] = {
+    "float32": torch.float32, "float": torch.float32, "float16": torch.float16, "half": torch.float16,
+    "bfloat16": torch.bfloat16, "float64": torch.float64, "double": torch.float64,
+    "int64": torch.int64, "long": torch.int64, "int32": torch.int32, "int": torch.int32, "int16": torch.int16,
+    "int8": torch.int8, "uint8": torch.uint8, "bool": torch.bool,
+}
+
+DESCRIPTION = ("export doctor: torch.export → lowering → the ExecuTorch runtime → parity with eager on varied "
+               "inputs, delegation and memory plan, as one command for an export CI job.")
+
+EPILOG = """\
+exit status:
+  0  pass: export, lowering and loading succeed, every probe inside the input contract matches eager,
+     and every requested check holds (--min-delegated, --max-arena-bytes, --strict, --bundle)
+  1  fail: the model does not export / lower / load, a probe inside the contract did not match,
+     or a requested check failed
+  2  bad arguments (one line on stderr)
+  3  internal error of export doctor itself (not a finding about the model); rerun with --traceback
+"""
+
+
+class UsageError(ValueError):
+    """A bad argument: the message is the one line the command prints before exiting with status 2."""
+
+
+# ----- parsing the command line ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class ExampleSpec:
+    """One ``--example``: a shape, a dtype and (for integer inputs) the exclusive upper bound of the values."""
+
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+    high: int | None = None
+
+
+@dataclass(frozen=True)
+class DimSpec:
+    """One ``--dim INPUT:AXIS:NAME:MIN:MAX`` (``max`` is None for an unbounded Dim)."""
+
+    text: str
+    input: str
+    axis: int
+    name: str
+    min: int
+    max: int | None
+
+
+def parse_example(text: str) -> ExampleSpec:
+    """``1x3x64x64``, ``1x16:int64`` or ``1x16:int64:32`` (values in [0, 32))."""
+    parts = text.split(":")
+    if len(parts) > 3 or not re.fullmatch(r"\d+(x\d+)*", parts[0] or "?"):
+        raise UsageError(f"--example {text!r}: expected SHAPE[:DTYPE[:HIGH]] such as 1x3x64x64 or 1x16:int64")
+    shape = tuple(int(s) for s in parts[0].split("x"))
+    dtype_name = parts[1] if len(parts) > 1 and parts[1] else "float32"
+    if dtype_name not in DTYPES:
+        raise UsageError(f"--example {text!r}: unknown dtype {dtype_name!r}; use one of "
+                         f"{', '.join(sorted(set(DTYPES) - {'float', 'half', 'double', 'long', 'int'}))}")
+    dtype = DTYPES[dtype_name]
+    high = None
+    if len(parts) == 3:
+        if dtype.is_floating_point or dtype == torch.bool or not parts[2].isdigit() or int(parts[2]) < 1:
+            raise UsageError(f"--example {text!r}: HIGH (a positive integer) only applies to integer dtypes")
+        high = int(parts[2])
+    return ExampleSpec(shape, dtype, high)
+
+
+def parse_dim(text: str) -> DimSpec:
+    """``x:1:frames:1:32`` or ``ids:1:seq:2:`` (empty MAX: unbounded)."""
+    parts = text.split(":")
+    if len(parts) != 5:
+        raise UsageError(f"--dim {text!r}: expected INPUT:AXIS:NAME:MIN:MAX, e.g. x:1:frames:2:32")
+    inp, axis, name, lo, hi = parts
+    if not inp:
+        raise UsageError(f"--dim {text!r}: INPUT must be an argument name of forward() or its index")
+    if not re.fullmatch(r"-?\d+", axis):
+        raise UsageError(f"--dim {text!r}: AXIS must be an integer, got {axis!r}")
+    if not name.isidentifier():
+        raise UsageError(f"--dim {text!r}: NAME must be a Python identifier, got {name!r}")
+    if not lo.isdigit():
+        raise UsageError(f"--dim {text!r}: MIN must be a non-negative integer, got {lo!r}")
+    if hi not in ("", "inf") and not hi.isdigit():
+        raise UsageError(f"--dim {text!r}: MAX must be an integer (or empty for no max), got {hi!r}")
+    top = None if hi in ("", "inf") else int(hi)
+    if top is not None and top <= int(lo):
+        raise UsageError(f"--dim {text!r}: MAX must be greater than MIN")
+    return DimSpec(text, inp, int(axis), name, int(lo), top)
+
+
+def parse_kwarg(text: str) -> tuple[str, Any]:
+    """``KEY=VALUE`` with VALUE a Python literal (``False``, ``8``, ``'relu'``) or else a plain string."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.isidentifier():
+        raise UsageError(f"--arg {text!r}: expected KEY=VALUE, e.g. --arg use_residual=False")
+    try:
+        return key, ast.literal_eval(value)
+    except (ValueError, SyntaxError):
+        return key, value
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
+# ----- loading the model ----------------------------------------------------------------------------
+def _import_target(where: str) -> Any:
+    looks_like_file = where.endswith(".py") or "/" in where or "\\" in where
+    if looks_like_file:
+        path = Path(where)
+        if not path.is_file():
+            raise UsageError(f"cannot import {where!r}: no such file")
+        name = "_doctor_" + re.sub(r"\W", "_", path.stem)
+        spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None:
+            raise UsageError(f"cannot import {where!r}: not a Python file")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        sys.path.insert(0, str(path.resolve().parent))
+        loader = spec.loader
+        run: Callable[[], Any] = lambda: loader.exec_module(module)  # noqa: E731
+    else:
+        if str(Path.cwd()) not in sys.path and "" not in sys.path:
+            sys.path.insert(0, str(Path.cwd()))
+        module = None
+        run = lambda: importlib.import_module(where)  # noqa: E731
+    try:
+        result = run()
+    except UsageError:
+        raise
+    except ModuleNotFoundError as exc:
+        missing = f"no module named {exc.name!r}" if exc.name else _one_line(exc)
+        raise UsageError(f"cannot import {where!r}: {missing}") from None
+    except Exception as exc:  # noqa: BLE001 - any failure while importing user code is a bad argument
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename).name.endswith(".py")]
+        at = f" ({Path(frames[-1].filename).name}:{frames[-1].lineno})" if frames else ""
+        if isinstance(exc, SyntaxError):
+            at = f" ({Path(exc.filename or where).name}:{exc.lineno})"
+        raise UsageError(f"cannot import {where!r}: {_one_line(exc)}{at}") from None
+    return module if looks_like_file else result
+
+
+def _candidates(module: Any) -> list[str]:
+    out = []
+    for name, value in vars(module).items():
+        if name.startswith("_"):
+            continue
+        if inspect.isclass(value) and issubclass(value, torch.nn.Module) and value.__module__ == module.__name__:
+            out.append(name)
+        elif inspect.isfunction(value) and value.__module__ == module.__name__:
+            out.append(name)
+    return out
+
+
+def load_model(target: str, kwargs: dict[str, Any] | None = None) -> torch.nn.Module:
+    """Import ``MODULE_OR_FILE:FACTORY`` and build the model (in ``eval()`` mode)."""
+    where, sep, attr = target.rpartition(":")
+    if not sep or not where or not attr:
+        raise UsageError(f"{target!r}: expected MODULE_OR_FILE:FACTORY, e.g. helpers.models:TinyVision or "
+                         "my_model.py:build")
+    module = _import_target(where)
+    factory: Any = module
+    for part in attr.split("."):
+        if not hasattr(factory, part):
+            hint = ", ".join(_candidates(module)[:8])
+            raise UsageError(f"{where!r} has no attribute {attr!r}" + (f"; candidates: {hint}" if hint else ""))
+        factory = getattr(factory, part)
+    if isinstance(factory, torch.nn.Module):
+        if kwargs:
+            raise UsageError(f"{target} is already a module instance; --arg applies to a class or function")
+        model = factory
+    elif inspect.isclass(factory) and not issubclass(factory, torch.nn.Module):
+        raise UsageError(f"{target} is a class but not a torch.nn.Module subclass")
+    elif not callable(factory):
+        raise UsageError(f"{target} is a {type(factory).__name__}, not an nn.Module class or a function returning one")
+    else:
+        try:
+            model = factory(**(kwargs or {}))
+        except Exception as exc:  # noqa: BLE001
+            raise UsageError(f"calling {target}({', '.join(f'{k}={v!r}' for k, v in (kwargs or {}).items())}) "
+                             f"failed: {_one_line(exc)}") from None
+        if not isinstance(model, torch.nn.Module):
+            raise UsageError(f"{target} returned a {type(model).__name__}, not a torch.nn.Module")
+    return model.eval()
+
+
+# ----- building inputs and dynamic shapes -----------------------------------------------------------
+def _smallest_vocabulary(model: torch.nn.Module) -> int:
+    """The smallest ``nn.Embedding`` vocabulary in the model (ids stay valid), else :data:`DEFAULT_INT_HIGH`."""
+    sizes = [m.num_embeddings for m in model.modules() if isinstance(m, torch.nn.Embedding)]
+    return min(sizes) if sizes else DEFAULT_INT_HIGH
+
+
+def _consuming_vocabularies(model: torch.nn.Module, examples: tuple[torch.Tensor, ...]) -> dict[int, int]:
+    """``{input index: vocabulary}`` for the integer inputs that an ``nn.Embedding`` reads directly.
+
+    One eager run with a hook on every embedding: an embedding whose input is the example itself
+    (the same storage, e.g. after ``view``) or an exact copy of it (``.long()``) consumes that input.
+    Position and token-type embeddings read ids the model builds itself, so they never match.
+    """
+    found: dict[int, int] = {}
+    candidates = {i: t for i, t in enumerate(examples)
+                  if isinstance(t, torch.Tensor) and not t.dtype.is_floating_point and t.dtype != torch.bool}
+    if not candidates:
+        return found
+
+    def hook(module: torch.nn.Module, args: tuple[Any, ...]) -> None:
+        inp = args[0] if args else None
+        if not isinstance(inp, torch.Tensor):
+            return
+        for i, ex in candidates.items():
+            same = inp.untyped_storage().data_ptr() == ex.untyped_storage().data_ptr()
+            if not same and inp.numel() == ex.numel() and not inp.dtype.is_floating_point:
+                same = torch.equal(inp.reshape(-1).long(), ex.reshape(-1).long())
+            if same:
+                found[i] = min(found.get(i, module.num_embeddings), module.num_embeddings)
+
+    handles = [m.register_forward_pre_hook(hook) for m in model.modules() if isinstance(m, torch.nn.Embedding)]
+    if not handles:
+        return found
+    try:
+        with torch.no_grad():
+            model(*[e.clone() if isinstance(e, torch.Tensor) else e for e in examples])
+    except Exception:  # noqa: BLE001 - the eager check in prepare() reports a model that cannot run
+        return {}
+    finally:
+        for h in handles:
+            h.remove()
+    return found
+
+
+def integer_highs(model: torch.nn.Module, names: list[str], specs: Sequence[ExampleSpec], *,
+                  int_high: int | None = None, seed: int = 0) -> list[int | None]:
+    """The exclusive upper bound of each integer input's values (None for other inputs).
+
+    In order of precedence: the ``--example``'s own HIGH; ``--int-high``; the vocabulary of the
+    ``nn.Embedding`` that reads this input (found by running the model once); 2 (values 0 and 1)
+    for an input named like a mask; else the smallest ``nn.Embedding`` vocabulary, else 10.
+    """
+    fallback = int_high or _smallest_vocabulary(model)
+    integer = [not s.dtype.is_floating_point and s.dtype != torch.bool for s in specs]
+    consumed: dict[int, int] = {}
+    if int_high is None and any(i and s.high is None for i, s in zip(integer, specs)):
+        consumed = _consuming_vocabularies(model, make_examples(specs, int_high=fallback, seed=seed))
+    out: list[int | None] = []
+    for i, (spec, is_int) in enumerate(zip(specs, integer)):
+        name = names[i] if i < len(names) else ""
+        if not is_int:
+            out.append(None)
+        elif spec.high is not None:
+            out.append(spec.high)
+        elif int_high is not None:
+            out.append(int_high)
+        elif i in consumed:
+            out.append(consumed[i])
+        elif "mask" in name.lower():
+            out.append(2)
+        else:
+            out.append(fallback)
+    return out
+
+
+def make_examples(specs: Sequence[ExampleSpec], *, int_high: int | Sequence[int | None], seed: int = 0
+                  ) -> tuple[torch.Tensor, ...]:
+    """Seeded example tensors. Integer inputs take values in [0, high) and contain both 0 and high-1,
+    so the probes (which stay inside the example's value range) cover the whole range. ``int_high`` is
+    one bound for every integer input or one per input."""
+    gen = torch.Generator().manual_seed(seed)
+    highs = [int_high] * len(specs) if isinstance(int_high, int) else list(int_high)
+    out = []
+    for spec, default_high in zip(specs, highs):
+        if spec.dtype == torch.bool:
+            t = torch.rand(spec.shape, generator=gen) > 0.5
+        elif spec.dtype.is_floating_point:
+            t = torch.randn(spec.shape, generator=gen).to(spec.dtype)
+        else:
+            high = spec.high or default_high or DEFAULT_INT_HIGH
+            t = torch.randint(0, high, spec.shape, generator=gen, dtype=torch.int64)
+            if t.numel() >= 2:
+                flat = t.view(-1)
+                flat[0], flat[-1] = 0, high - 1
+            t = t.to(spec.dtype)
+        out.append(t)
+    return tuple(out)
+
+
+def forward_inputs(model: torch.nn.Module) -> tuple[list[str], int]:
+    """forward()'s positional parameter names and how many of them are required."""
+    params = [p for p in inspect.signature(model.forward).parameters.values()
+              if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return [p.name for p in params], sum(p.default is p.empty for p in params)
+
+
+def build_dynamic_shapes(names: list[str], examples: tuple[torch.Tensor, ...], dims: Sequence[DimSpec]
+                         ) -> dict[str, dict[int, Any]] | None:
+    """``{argument: {axis: Dim}}`` from the ``--dim`` flags; one ``Dim`` object per NAME (shared Dims)."""
+    from torch.export import Dim
+
+    if not dims:
+        return None
+    made: dict[str, tuple[Any, DimSpec, int]] = {}
+    out: dict[str, dict[int, Any]] = {}
+    for d in dims:
+        if d.input.isdigit():
+            index = int(d.input)
+            if index >= len(examples):
+                raise UsageError(f"--dim {d.text!r}: input index {index}, but there are {len(examples)} inputs")
+        elif d.input in names[:len(examples)]:
+            index = names.index(d.input)
+        else:
+            raise UsageError(f"--dim {d.text!r}: no input named {d.input!r}; forward() takes "
+                             f"{', '.join(names[:len(examples)])}")
+        arg = names[index]
+        rank = examples[index].dim()
+        axis = d.axis + rank if d.axis < 0 else d.axis
+        if not 0 <= axis < rank:
+            raise UsageError(f"--dim {d.text!r}: {arg} has rank {rank}, so there is no axis {d.axis}")
+        size = int(examples[index].shape[axis])
+        top = "∞" if d.max is None else d.max
+        if not d.min <= size <= (d.max if d.max is not None else size):
+            raise UsageError(f"--dim {d.text!r}: the example's {arg} axis {axis} is {size}, outside [{d.min}, {top}]; "
+                             "change --example or the range")
+        if size < 2:
+            raise UsageError(f"--dim {d.text!r}: the example's size on a dynamic axis must be at least 2 "
+                             f"(export specializes sizes 0 and 1); it is {size}: change --example")
+        if d.name in made:
+            dim, first, first_size = made[d.name]
+            if (first.min, first.max) != (d.min, d.max):
+                raise UsageError(f"--dim {d.text!r}: Dim {d.name!r} is already declared with range "
+                                 f"[{first.min}, {first.max if first.max is not None else '∞'}] by {first.text!r}")
+            if first_size != size:
+                raise UsageError(f"--dim {d.text!r}: Dim {d.name!r} is shared, so the examples must agree on it "
+                                 f"({first_size} vs {size})")
+        else:
+            dim = Dim(d.name, min=d.min, max=d.max) if d.max is not None else Dim(d.name, min=d.min)
+            made[d.name] = (dim, d, size)
+        if axis in out.setdefault(arg, {}):
+            raise UsageError(f"--dim {d.text!r}: {arg} axis {axis} is declared twice")
+        out[arg][axis] = dim
+    return out
+
+
+@dataclass
+class Prepared:
+    """A model, its example inputs and dynamic shapes, and the command's options, ready for :func:`examine`."""
+
+    target: str
+    model: torch.nn.Module
+    example_args: tuple[Any, ...]
+    dynamic_shapes: dict[str, dict[int, Any]] | None
+    backend: str = "xnnpack"
+    seed: int = 0
+    atol: float = 1e-4
+    rtol: float = 1e-4
+    report_path: str | None = None
+    quiet: bool = False
+    json_path: str | None = None
+    junit_path: str | None = None
+    strict: bool = False
+    min_delegated: float | None = None
+    max_arena_bytes: int | None = None
+    pte_path: str | None = None
+    pte_bytes: bytes | None = None
+    bundle_path: str | None = None
+    draft_export: bool = False
+    traceback: bool = False
+
+    def examine_options(self) -> dict[str, Any]:
+        """The keyword arguments of :func:`examine` these options stand for."""
+        return {"backend": self.backend, "target": self.target, "seed": self.seed, "atol": self.atol,
+                "rtol": self.rtol, "strict": self.strict, "min_delegated": self.min_delegated,
+                "max_arena_bytes": self.max_arena_bytes, "pte": self.pte_bytes, "pte_path": self.pte_path,
+                "bundle": self.bundle_path, "draft_export": self.draft_export}
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(message)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="python -m helpers.doctor", description=DESCRIPTION,
+                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
+    p.add_argument("target", metavar="MODULE_OR_FILE:FACTORY",
+                   help="e.g. helpers.models:TinyVision or path/to/model.py:build (a class, a function returning "
+                        "an nn.Module, or a module instance)")
+    p.add_argument("--example", action="append", default=[], metavar="SHAPE[:DTYPE[:HIGH]]",
+                   help="one per forward() input, in order: 1x3x64x64, 1x16:int64, 1x16:int64:32 "
+                        "(integers in [0, HIGH))")
+    p.add_argument("--dim", action="append", default=[], metavar="INPUT:AXIS:NAME:MIN:MAX",
+                   help="a dynamic axis; INPUT is an argument name or index; the same NAME on two inputs is a "
+                        "shared Dim (the axes must be equal); empty MAX means no max")
+    p.add_argument("--arg", action="append", default=[], metavar="KEY=VALUE",
+                   help="keyword argument for the factory (a Python literal), e.g. use_residual=False")
+    p.add_argument("--backend", choices=("xnnpack", "portable"), default="xnnpack")
+    p.add_argument("--int-high", type=int, default=None, metavar="N",
+                   help="integer example values are drawn from [0, N); default: the vocabulary of the nn.Embedding "
+                        "that reads the input, 2 for an input named like a mask, else the smallest nn.Embedding "
+                        f"vocabulary, else {DEFAULT_INT_HIGH}")
+    p.add_argument("--seed", type=int, default=0, help="seed for example and probe values (default 0)")
+    p.add_argument("--atol", type=float, default=1e-4)
+    p.add_argument("--rtol", type=float, default=1e-4)
+    p.add_argument("--strict", action="store_true",
+                   help="also fail on probes outside the contract that the runtime runs silently, and on a Dim "
+                        "without a max")
+    p.add_argument("--min-delegated", type=float, default=None, metavar="PCT",
+                   help="fail when less than PCT%% of the graph's nodes are delegated (names each declined "
+                        "operator with the partitioner's reason)")
+    p.add_argument("--max-arena-bytes", type=int, default=None, metavar="N",
+                   help="fail when the memory plan's arena is larger than N bytes")
+    p.add_argument("--pte", metavar="FILE.pte",
+                   help="examine this shipped .pte against the eager model instead of lowering it here")
+    p.add_argument("--bundle", metavar="FILE.bpte",
+                   help="write an ExecuTorch BundledProgram: the .pte plus the in-contract probes and eager's "
+                        "outputs, for verification on a device")
+    p.add_argument("--draft-export", action="store_true",
+                   help="also run torch.export.draft_export and list every issue it finds")
+    p.add_argument("--report", metavar="out.html", help="also write the report as a standalone HTML file")
+    p.add_argument("--json", metavar="FILE", help="also write the report as JSON (see schema_version)")
+    p.add_argument("--junit", metavar="FILE", help="also write JUnit XML: one testcase per probe and per check")
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    p.add_argument("--traceback", action="store_true", help="show the traceback of an internal error")
+    return p
+
+
+def _output_path(flag: str, value: str | None) -> str | None:
+    if value is not None and not Path(value).resolve().parent.is_dir():
+        raise UsageError(f"{flag} {value!r}: the folder does not exist")
+    return value
+
+
+def prepare(argv: Sequence[str]) -> Prepared:
+    """Parse command-line arguments and build model, example inputs and dynamic shapes.
+
+    Raises :class:`UsageError` (one line) for anything wrong with the arguments, including example
+    shapes that eager PyTorch itself rejects.
+    """
+    ns = _parser().parse_args(list(argv))
+    examples_spec = [parse_example(e) for e in ns.example]
+    dims = [parse_dim(d) for d in ns.dim]
+    kwargs = dict(parse_kwarg(a) for a in ns.arg)
+    if ns.int_high is not None and ns.int_high < 1:
+        raise UsageError("--int-high must be a positive integer")
+    if ns.min_delegated is not None and not 0 <= ns.min_delegated <= 100:
+        raise UsageError(f"--min-delegated {ns.min_delegated:g}: a percentage from 0 to 100")
+    if ns.max_arena_bytes is not None and ns.max_arena_bytes < 0:
+        raise UsageError("--max-arena-bytes must be a non-negative number of bytes")
+    for flag, value in (("--report", ns.report), ("--json", ns.json), ("--junit", ns.junit), ("--bundle", ns.bundle)):
+        _output_path(flag, value)
+    pte_bytes = None
+    if ns.pte is not None:
+        path = Path(ns.pte)
+        if not path.is_file():
+            raise UsageError(f"--pte {ns.pte!r}: no such file")
+        pte_bytes = path.read_bytes()
+        if len(pte_bytes) < 8 or pte_bytes[4:6] != b"ET":
+            raise UsageError(f"--pte {ns.pte!r}: not an ExecuTorch program (no 'ET' file identifier)")
+    model = load_model(ns.target, kwargs)
+    names, required = forward_inputs(model)
+    if not examples_spec:
+        raise UsageError(f"give one --example per input of forward({', '.join(names)}), e.g. --example 1x3x64x64")
+    if not required <= len(examples_spec) <= len(names):
+        want = f"{required}" if required == len(names) else f"{required} to {len(names)}"
+        raise UsageError(f"forward({', '.join(names)}) takes {want} input(s), but {len(examples_spec)} --example "
+                         "were given")
+    highs = integer_highs(model, names, examples_spec, int_high=ns.int_high, seed=ns.seed)
+    examples = make_examples(examples_spec, int_high=highs, seed=ns.seed)
+    dynamic = build_dynamic_shapes(names, examples, dims)
+    try:
+        with torch.no_grad():
+            model(*[e.clone() for e in examples])
+    except Exception as exc:  # noqa: BLE001 - a shape the model cannot take is an argument problem
+        shapes = ", ".join(f"{n}={tuple(e.shape)}" for n, e in zip(names, examples))
+        raise UsageError(f"the example inputs do not fit {ns.target} in eager PyTorch ({shapes}): "
+                         f"{_one_line(exc)}") from None
+    return Prepared(ns.target, model, examples, dynamic, ns.backend, ns.seed, ns.atol, ns.rtol, ns.report, ns.quiet,
+                    json_path=ns.json, junit_path=ns.junit, strict=ns.strict, min_delegated=ns.min_delegated,
+                    max_arena_bytes=ns.max_arena_bytes, pte_path=ns.pte, pte_bytes=pte_bytes, bundle_path=ns.bundle,
+                    draft_export=ns.draft_export, traceback=ns.traceback)
+
+
+# ----- the command ---------------------------------------------------------------------------------
+def _import_runtime_quietly() -> None:
+    """Import ExecuTorch with logging switched off: torch logs a deprecation line (torchao registers an
+    Enum with pytree) through a handler bound to the real stderr, which ``captured_output`` cannot catch."""
+    from .._quiet import import_executorch_quietly
+
+    logging.disable(logging.WARNING)
+    try:
+        import_executorch_quietly()
+    finally:
+        logging.disable(logging.NOTSET)
+
+
+def internal_error_line(target: str, stage: str | None, exc: BaseException) -> str:
+    """The one stderr line for an internal error (exit status 3)."""
+    where = f" during stage '{stage}'" if stage else ""
+    return (f"export doctor: internal error of export doctor itself{where}, not a finding about {target}: "
+            f"{_one_line(exc)} (rerun with --traceback to see where)")
+
+
+def _write(path: str, text: str, say: Callable[[str], None], what: str) -> None:
+    Path(path).write_text(text, encoding="utf-8")
+    say(f"{what} written to {path}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The command: returns the exit status (0 pass, 1 fail, 2 bad arguments, 3 internal error)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in ("-h", "--help"):
+        _parser().print_help()
+        return EXIT_PASS
+    start = time.perf_counter()
+    quiet = "--quiet" in argv
+
+    def say(text: str) -> None:
+        if not quiet:
+            print(f"[doctor {time.perf_counter() - start:5.1f}s] {text}", file=sys.stderr, flush=True)
+
+    try:
+        say("loading the model and building example inputs")
+        prepared = prepare(argv)
+    except UsageError as exc:
+        print(f"export doctor: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except Exception as exc:  # noqa: BLE001 - user code's failures are UsageErrors already: this one is ours
+        if "--traceback" in argv:
+            traceback.print_exc()
+        print(internal_error_line(argv[0] if argv else "the model", "preparing the inputs", exc), file=sys.stderr)
+        return EXIT_ERROR
+    try:
+        say("importing the ExecuTorch runtime")
+        _import_runtime_quietly()
+        report = examine(prepared.model, prepared.example_args, prepared.dynamic_shapes, progress=say,
+                         **prepared.examine_options())
+    except Exception as exc:  # noqa: BLE001 - examine() keeps its own failures; this is a last resort
+        if prepared.traceback:
+            traceback.print_exc()
+        print(internal_error_line(prepared.target, None, exc), file=sys.stderr)
+        return EXIT_ERROR
+    return _finish(report, prepared, say)
+
+
+def _finish(report: DoctorReport, prepared: Prepared, say: Callable[[str], None]) -> int:
+    print(report.to_text())
+    try:
+        if prepared.report_path:
+            _write(prepared.report_path, report.to_html(document=True), say, "HTML report")
+        if prepared.json_path:
+            _write(prepared.json_path, report.to_json(), say, "JSON report")
+        if prepared.junit_path:
+            _write(prepared.junit_path, report.to_junit(), say, "JUnit XML")
+    except Exception as exc:  # noqa: BLE001 - failing to write a report is the tool's failure, not the model's
+        if prepared.traceback:
+            traceback.print_exc()
+        print(internal_error_line(prepared.target, "writing the reports", exc), file=sys.stderr)
+        return EXIT_ERROR
+    if report.internal_error is not None:
+        if prepared.traceback:
+            traceback.print_exception(report.internal_error)
+        print(internal_error_line(prepared.target, report.internal_stage, report.internal_error), file=sys.stderr)
+    say(f"done: {report.verdict} (exit {report.exit_code})")
+    return report.exit_code
+

@@ -1,0 +1,251 @@
+"""A zoo of real architectures at toy size, for the export doctor: BERT, GPT-2, ResNet, ViT, ConvNeXt, a GRU.
+
+Each builder makes the model from a small config (``transformers`` classes, 2 layers, hidden size 32)
+with seeded random weights, in ``eval()`` mode, and never downloads anything. Each one is wrapped so
+that ``forward()`` takes plain tensors by name and returns one tensor (not a ``ModelOutput`` or a
+``DynamicCache``, which are not pytree types export can return).
+
+:data:`ZOO` describes, per entry, the ``--example`` and ``--dim`` arguments of ``python -m
+helpers.doctor`` (:meth:`ZooModel.command`), and the verdict it reaches with them (measured with
+torch 2.13 / transformers 5.24 / executorch 1.5.1):
+
+============  ============================================  =======  ===============================================
+entry         dynamic axes                                  verdict  why
+============  ============================================  =======  ===============================================
+bert          input_ids, attention_mask: seq 2..64 shared   pass     ids stay inside the word vocabulary
+gpt2          input_ids: seq 2..64                          pass     causal decoder, logits out (no KV cache)
+resnet        pixel_values: height, width 32..128           pass     fully convolutional: every size works
+vit           pixel_values: height, width 16..64            fail     the patch embedding checks the image size:
+                                                                     export specializes both to 32
+vit_static    (none, 32×32)                                 pass     the fix torch suggests: height = width = 32
+convnext      pixel_values: height, width 32..128           pass     convolutions and per-pixel LayerNorms
+gru           x: frames 2..64                               fail     nn.GRU specializes its sequence length
+gru_batch     x: batch 1..8                                 pass     a dynamic batch works
+============  ============================================  =======  ===============================================
+
+From Python: ``ZOO["bert"].prepared()`` gives the model, the example inputs and the dynamic shapes
+exactly as the command builds them (the same seeded values).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from .models import seeded
+
+__all__ = ["ZooModel", "ZOO", "bert", "gpt2", "resnet", "vit", "convnext", "gru", "TextEncoder", "TextDecoder",
+           "ImageClassifier", "RecurrentTagger"]
+
+VOCAB = 99  # deliberately not a power of two: an id bound taken from the wrong embedding shows up
+HIDDEN = 32
+LAYERS = 2
+HEADS = 2
+POSITIONS = 64
+
+
+def _transformers(*names: str) -> list[Any]:
+    """Classes from ``transformers``, imported with their noise swallowed: a model class pulls in torchao,
+    which logs deprecation lines through torch's handler on the real stderr (and prints CUDA kernels it
+    cannot load); transformers' own warnings are switched off too."""
+    import logging
+
+    from ._quiet import captured_output, silence_library_noise_after_import
+
+    previous = logging.root.manager.disable
+    logging.disable(logging.WARNING)
+    try:
+        with captured_output():
+            import transformers
+
+            found = [getattr(transformers, name) for name in names]
+    finally:
+        logging.disable(previous)
+    transformers.utils.logging.set_verbosity_error()
+    silence_library_noise_after_import()
+    return found
+
+
+class TextEncoder(nn.Module):
+    """A BERT encoder: ``forward(input_ids, attention_mask)`` → the last hidden states ``[batch, seq, hidden]``."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        return self.model(input_ids=input_ids, attention_mask=attention_mask, return_dict=False)[0]
+
+
+class TextDecoder(nn.Module):
+    """A GPT-2 language model without a KV cache: ``forward(input_ids)`` → logits ``[batch, seq, vocab]``."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        return self.model(input_ids=input_ids, use_cache=False, return_dict=False)[0]
+
+
+class ImageClassifier(nn.Module):
+    """A vision model: ``forward(pixel_values)`` → logits ``[batch, labels]``."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, pixel_values: torch.Tensor) -> torch.Tensor:
+        return self.model(pixel_values=pixel_values, return_dict=False)[0]
+
+
+class RecurrentTagger(nn.Module):
+    """A GRU over frames and a per-frame classifier: ``forward(x)`` with ``x`` ``[batch, frames, features]``."""
+
+    def __init__(self, features: int = 8, hidden: int = 16, classes: int = 3, layers: int = 1):
+        super().__init__()
+        self.rnn = nn.GRU(features, hidden, num_layers=layers, batch_first=True)
+        self.head = nn.Linear(hidden, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out, _ = self.rnn(x)
+        return self.head(out)
+
+
+def bert(seed: int = 0) -> TextEncoder:
+    """BERT (text encoder), 2 layers, hidden 32, vocabulary 99, 64 positions, random weights."""
+    BertConfig, BertModel = _transformers("BertConfig", "BertModel")
+    config = BertConfig(vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
+                        intermediate_size=2 * HIDDEN, max_position_embeddings=POSITIONS, type_vocab_size=2,
+                        pad_token_id=0)
+    with seeded(seed):
+        return TextEncoder(BertModel(config, add_pooling_layer=False)).eval()
+
+
+def gpt2(seed: int = 0) -> TextDecoder:
+    """GPT-2 (text decoder), 2 layers, hidden 32, vocabulary 99, 64 positions, random weights, no KV cache."""
+    GPT2Config, GPT2LMHeadModel = _transformers("GPT2Config", "GPT2LMHeadModel")
+    config = GPT2Config(vocab_size=VOCAB, n_embd=HIDDEN, n_layer=LAYERS, n_head=HEADS, n_positions=POSITIONS,
+                        use_cache=False, bos_token_id=0, eos_token_id=0, pad_token_id=0)
+    with seeded(seed):
+        return TextDecoder(GPT2LMHeadModel(config)).eval()
+
+
+def resnet(seed: int = 0) -> ImageClassifier:
+    """ResNet (CNN), two basic stages of 8 and 16 channels, 4 labels, random weights."""
+    ResNetConfig, ResNetForImageClassification = _transformers("ResNetConfig", "ResNetForImageClassification")
+    config = ResNetConfig(num_channels=3, embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1], layer_type="basic",
+                          num_labels=4)
+    with seeded(seed):
+        return ImageClassifier(ResNetForImageClassification(config)).eval()
+
+
+def vit(seed: int = 0) -> ImageClassifier:
+    """ViT (vision transformer) for 32×32 images in 8×8 patches, 2 layers, hidden 32, 4 labels, random weights."""
+    ViTConfig, ViTForImageClassification = _transformers("ViTConfig", "ViTForImageClassification")
+    config = ViTConfig(image_size=32, patch_size=8, num_channels=3, hidden_size=HIDDEN, num_hidden_layers=LAYERS,
+                       num_attention_heads=HEADS, intermediate_size=2 * HIDDEN, num_labels=4)
+    with seeded(seed):
+        return ImageClassifier(ViTForImageClassification(config)).eval()
+
+
+def convnext(seed: int = 0) -> ImageClassifier:
+    """ConvNeXt (modern CNN), two stages of 8 and 16 channels, 4 labels, random weights."""
+    ConvNextConfig, ConvNextForImageClassification = _transformers("ConvNextConfig",
+                                                                 "ConvNextForImageClassification")
+    config = ConvNextConfig(num_channels=3, hidden_sizes=[8, 16], depths=[1, 1], num_stages=2, num_labels=4)
+    with seeded(seed):
+        return ImageClassifier(ConvNextForImageClassification(config)).eval()
+
+
+def gru(seed: int = 0) -> RecurrentTagger:
+    """A recurrent tagger: one ``torch.nn.GRU`` layer (8 → 16) and a linear head, random weights."""
+    with seeded(seed):
+        return RecurrentTagger().eval()
+
+
+@dataclass(frozen=True)
+class ZooModel:
+    """One zoo entry: a builder of :mod:`helpers.zoo`, the doctor's arguments for it, and the verdict they reach."""
+
+    name: str
+    architecture: str
+    factory: str
+    examples: tuple[str, ...]
+    dims: tuple[str, ...]
+    expected: str
+    story: str
+    kind: str | None = None  # the diagnosis kind of an expected failure
+    torch_suggests: tuple[str, ...] = ()  # torch's suggested fixes for an expected export failure
+
+    @property
+    def target(self) -> str:
+        return f"helpers.zoo:{self.factory}"
+
+    def argv(self, *extra: str) -> list[str]:
+        """The arguments of ``python -m helpers.doctor`` for this entry (plus ``extra`` options)."""
+        out = [self.target]
+        for e in self.examples:
+            out += ["--example", e]
+        for d in self.dims:
+            out += ["--dim", d]
+        return out + list(extra)
+
+    def command(self, *extra: str) -> str:
+        """The shell command that examines this entry."""
+        return "python -m helpers.doctor " + " ".join(self.argv(*extra))
+
+    def build(self) -> nn.Module:
+        """A fresh model (same seed, same weights every time)."""
+        return globals()[self.factory]()
+
+    def prepared(self, *extra: str) -> Any:
+        """Model, example inputs and dynamic shapes exactly as the command builds them (a
+        :class:`helpers.doctor.Prepared`)."""
+        from .doctor import prepare
+
+        return prepare(self.argv(*extra))
+
+    def example_inputs(self) -> tuple[torch.Tensor, ...]:
+        """The seeded example inputs the command builds (integer ids inside the right vocabulary)."""
+        return self.prepared().example_args
+
+    def dynamic_shapes(self) -> dict[str, dict[int, Any]] | None:
+        """The ``dynamic_shapes`` for ``torch.export`` / :func:`helpers.lower` that the ``--dim`` flags declare."""
+        return self.prepared().dynamic_shapes
+
+    @property
+    def dynamic_axes(self) -> list[str]:
+        """The ``--dim`` declarations, ``INPUT:AXIS:NAME:MIN:MAX``."""
+        return list(self.dims)
+
+
+_HW = ("pixel_values:2:height:32:128", "pixel_values:3:width:32:128")
+
+ZOO: dict[str, ZooModel] = {z.name: z for z in (
+    ZooModel("bert", "BERT · text encoder", "bert", ("1x16:int64", "1x16:int64"),
+             ("input_ids:1:seq:2:64", "attention_mask:1:seq:2:64"), "pass",
+             "ids and mask share one Dim; the ids' bound is the vocabulary of the embedding that reads them, "
+             "and the mask takes 0 and 1"),
+    ZooModel("gpt2", "GPT-2 · text decoder", "gpt2", ("1x16:int64",), ("input_ids:1:seq:2:64",), "pass",
+             "a causal language model without KV cache: logits for every position"),
+    ZooModel("resnet", "ResNet · CNN", "resnet", ("1x3x64x64",), _HW, "pass",
+             "convolutions and a global pool: any resolution in the range, fully delegated"),
+    ZooModel("vit", "ViT · vision transformer", "vit", ("1x3x32x32",),
+             ("pixel_values:2:height:16:64", "pixel_values:3:width:16:64"), "fail",
+             "the patch embedding compares the image size with config.image_size: export specializes height and "
+             "width to 32, and torch suggests making them static",
+             kind="constraint_violation", torch_suggests=("height = 32", "width = 32")),
+    ZooModel("vit_static", "ViT · vision transformer", "vit", ("1x3x32x32",), (), "pass",
+             "the fix torch suggests: a static 32×32 input"),
+    ZooModel("convnext", "ConvNeXt · CNN", "convnext", ("1x3x64x64",), _HW, "pass",
+             "depthwise convolutions and LayerNorm over channels; XNNPACK declines a few operators and says why"),
+    ZooModel("gru", "GRU · recurrent", "gru", ("1x10x8",), ("x:1:frames:2:64",), "fail",
+             "torch.nn.GRU unrolls over the sequence when traced: export specializes the number of frames",
+             kind="constraint_violation", torch_suggests=("frames = 10",)),
+    ZooModel("gru_batch", "GRU · recurrent", "gru", ("2x10x8",), ("x:0:batch:1:8",), "pass",
+             "a dynamic batch (the frames static) exports and matches eager"),
+)}
