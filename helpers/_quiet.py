@@ -15,6 +15,7 @@ import io
 import logging
 import os
 import re
+import tempfile
 import warnings
 from collections.abc import Iterator
 
@@ -95,11 +96,38 @@ def import_executorch_quietly() -> None:
     _IMPORTED = True
 
 
+# torch's structured trace log: it prints nothing by itself, and ``torch.export.draft_export`` reads the
+# issues it reports from it. Raising its level would make draft_export report "no issues" for any model.
+_KEEP_LEVEL = ("torch.__trace",)
+
+
 def silence_library_noise_after_import() -> None:
     """Some libraries install their own log handlers on import: quiet them again."""
     for name in list(logging.root.manager.loggerDict):
-        if name.startswith(("torch", "torchao", "executorch")):
+        if name.startswith(("torch", "torchao", "executorch")) and not name.startswith(_KEEP_LEVEL):
             logging.getLogger(name).setLevel(logging.ERROR)
     for name in ("torch._export", "torch.export._trace", "torch.fx.experimental.symbolic_shapes", "torch._dynamo",
                  "torch._subclasses.fake_tensor"):
         logging.getLogger(name).setLevel(logging.CRITICAL)
+
+
+@contextlib.contextmanager
+def draft_export_trace() -> Iterator[None]:
+    """Run ``torch.export.draft_export`` inside this block: it reads the issues it reports from torch's
+    structured trace log (``torch.__trace``), so that logger is at DEBUG and logging is not paused, and the
+    log file it also writes goes to a temporary folder (``TORCH_DTRACE``) deleted afterwards."""
+    trace = logging.getLogger("torch.__trace")
+    saved = (trace.level, logging.root.manager.disable, os.environ.get("TORCH_DTRACE"))
+    trace.setLevel(logging.DEBUG)
+    logging.disable(logging.NOTSET)
+    try:
+        with tempfile.TemporaryDirectory(prefix="exportlab-draft-") as folder:
+            os.environ["TORCH_DTRACE"] = folder
+            yield
+    finally:
+        trace.setLevel(saved[0])
+        logging.disable(saved[1])
+        if saved[2] is None:
+            os.environ.pop("TORCH_DTRACE", None)
+        else:
+            os.environ["TORCH_DTRACE"] = saved[2]

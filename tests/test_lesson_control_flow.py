@@ -68,7 +68,9 @@ def test_triage_fails_on_its_input_check_first_and_draft_export_lists_both_decis
     first = helpers.diagnose_export(cf.Triage(), (x,))
     assert first.kind == "data_dependent" and "torch.isnan(x).any()" in first.source_line
     draft = cf.draft_export_decisions(cf.Triage(), (x,))
-    assert draft.issues == 0 and "No issues" in draft.report_headline  # torch 2.13: decided from the example
+    # Every issue in one report (this failed while helpers silenced torch's trace log, which draft_export reads).
+    assert draft.issues == (("Data dependent error", "if torch.isnan(x).any():"),
+                            ("Data dependent error", "if x.mean() > 0:")), draft
     lines = [line for line, _ in draft.decisions]
     assert any("isnan" in line for line in lines) and any("x.mean() > 0" in line for line in lines), lines
     assert all("assumed" in expr for _, expr in draft.decisions)

@@ -1,16 +1,14 @@
 """``--draft-export``: every issue ``torch.export.draft_export`` finds, beside the first error export raises.
 
 ``draft_export`` keeps tracing past a problem (it specializes, inserts an assert, and goes on), and
-reports each one through torch's structured trace log. :mod:`helpers` silences torch's loggers, so the
-``torch.__trace`` logger is switched back on while it runs, or the report would be empty.
+reports each one through torch's structured trace log. The doctor pauses logging while it examines a
+model, so :func:`helpers._quiet.draft_export_trace` switches that log back on while draft_export runs
+(or the report would be empty) and sends the log file it writes to a temporary folder.
 """
 
 from __future__ import annotations
 
-import logging
-import os
 import re
-import tempfile
 from typing import Any
 
 import torch
@@ -99,29 +97,14 @@ def _issues(text: str) -> list[dict[str, str]]:
 
 def run_draft_export(model: torch.nn.Module, example_args: tuple[Any, ...], dynamic_shapes: Any) -> DraftFindings:
     """Run ``torch.export.draft_export`` and collect every issue (``error`` if draft export itself raised)."""
-    from .._quiet import captured_output
+    from .._quiet import captured_output, draft_export_trace
 
-    trace = logging.getLogger("torch.__trace")
-    saved_level, saved_disable = trace.level, logging.root.manager.disable
-    saved_dir = os.environ.get(_TRACE_DIR)
-    trace.setLevel(logging.DEBUG)
-    logging.disable(logging.NOTSET)
     try:
-        # draft_export also writes its structured trace to a log file: keep it out of the user's temp folder
-        with tempfile.TemporaryDirectory(prefix="doctor-draft-") as trace_dir:
-            os.environ[_TRACE_DIR] = trace_dir
-            with captured_output(), torch.random.fork_rng(devices=[]):
-                ep = torch.export.draft_export(model, example_args, dynamic_shapes=dynamic_shapes)
+        with draft_export_trace(), captured_output(), torch.random.fork_rng(devices=[]):
+            ep = torch.export.draft_export(model, example_args, dynamic_shapes=dynamic_shapes)
     except Exception as exc:  # noqa: BLE001 - draft_export raising is a finding about the model, shown as such
         first = str(exc).strip().splitlines()
         return DraftFindings([], "", f"{type(exc).__name__}: {first[0] if first else ''}")
-    finally:
-        trace.setLevel(saved_level)
-        logging.disable(saved_disable)
-        if saved_dir is None:
-            os.environ.pop(_TRACE_DIR, None)
-        else:
-            os.environ[_TRACE_DIR] = saved_dir
     report = getattr(ep, "_report", None)
     text = str(report) if report is not None else ""
     failures = list(getattr(report, "failures", []) or [])

@@ -330,16 +330,20 @@ def compile_vs_export(model: nn.Module, inputs: dict[str, torch.Tensor]) -> Comp
 
 @dataclass(frozen=True)
 class DraftExportResult:
-    """``torch.export.draft_export``'s verdict, and the decisions it took from the example's values."""
+    """``torch.export.draft_export``'s report: every issue (kind and line), and the decisions it took instead."""
 
-    issues: int
-    report_headline: str
+    issues: tuple[tuple[str, str], ...]  # (kind, the user's line), in the report's order
+    advice: str  # what the report tells you to do about them
     decisions: tuple[tuple[str, str], ...]  # (source line, the assertion export recorded)
     graph_ops: tuple[str, ...]
 
     def __repr__(self) -> str:
-        lines = [f"draft_export: {self.issues} issue(s) reported — {self.report_headline}",
-                 f"decisions it took from the example's values, kept as runtime assertions: {len(self.decisions)}"]
+        lines = [f"draft_export: {len(self.issues)} issue(s) in one report"]
+        lines += [f"  {i}. {kind} at `{line}`" for i, (kind, line) in enumerate(self.issues, 1)]
+        if self.advice:
+            lines.append(f"  torch's advice for each: {self.advice}")
+        lines.append(f"what it did instead: decided each from the example's values, kept as runtime assertions "
+                     f"({len(self.decisions)}):")
         lines += [f"  {line}   →  {expr}" for line, expr in self.decisions]
         return "\n".join(lines)
 
@@ -348,13 +352,19 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def draft_export_decisions(model: nn.Module, example_args: tuple[Any, ...]) -> DraftExportResult:
-    """Run ``torch.export.draft_export`` quietly; list each runtime assertion with the line that caused it."""
-    with _no_stderr(), contextlib.redirect_stdout(io.StringIO()):
+    """Run ``torch.export.draft_export`` quietly: its issues (from its report) and its decisions (from the graph)."""
+    from helpers._quiet import draft_export_trace
+
+    with draft_export_trace(), _no_stderr(), contextlib.redirect_stdout(io.StringIO()):
         ep = torch.export.draft_export(model, example_args)
-    report = ep._report
-    text = _ANSI.sub("", str(report))
-    headline = next((line.strip() for line in text.splitlines() if line.strip() and not set(line.strip()) <= {"#"}),
-                    "")
+    text = _ANSI.sub("", str(ep._report))
+    issues = []
+    for block in re.split(r"\n(?=\d+\. )", text)[1:]:
+        kind = block.split("\n", 1)[0].split(". ", 1)[1].rstrip(".")
+        after = block.split("user stacktrace:", 1)[1] if "user stacktrace:" in block else ""
+        line = next((t.strip() for t in after.splitlines() if t.strip() and not t.strip().startswith("File ")), "?")
+        issues.append((kind, line))
+    advice = next((t.strip() for t in text.splitlines() if t.strip().startswith("Please add")), "")
     decisions = []
     for node in ep.graph.nodes:
         if node.op == "call_function" and node.target is torch.ops.aten._assert_scalar.default:
@@ -366,7 +376,7 @@ def draft_export_decisions(model: nn.Module, example_args: tuple[Any, ...]) -> D
                 decisions.append((code[-1] if code else "?", f"{expr}: the condition is assumed {side} for every input"))
     ops = tuple(str(n.target).split(".")[-2] if "." in str(n.target) else str(n.target)
                 for n in ep.graph.nodes if n.op == "call_function")
-    return DraftExportResult(len(report.failures), headline, tuple(decisions), ops)
+    return DraftExportResult(tuple(issues), advice, tuple(decisions), ops)
 
 
 def verdict_line(row: ParityRow) -> str:

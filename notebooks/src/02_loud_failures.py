@@ -205,22 +205,25 @@ show_source(cf.ScaleOrShiftChecked)
 questions.ask("02.check_promise")
 
 # %% [markdown]
-# ## 6. `draft_export`: every data-dependent decision at once
+# ## 6. `draft_export`: every issue in one report
 #
 # `torch.export.export` stops at the first error, and the fix for one reveals the next. torch's full error message
-# ends with a suggestion the excerpts above leave out: replace your `export()` call with `draft_export()` to "get a
-# list of all other errors that may occur in your export call". `torch.export.draft_export` keeps going: where export would fail, it uses the example's real values, takes that side, and records the
-# decision as a runtime assertion. Here it is on `Triage`, a model with several branches (its source is in §7):
+# ends with a suggestion: replace your `export()` call with `draft_export()` to "get a list of all other errors
+# that may occur in your export call". `torch.export.draft_export` keeps going where export would stop, and
+# reports every issue it met, each with its kind and the line of `forward()` that caused it. Here it is on
+# `Triage`, a model with several branches (its source is in §7):
 
 # %%
 draft = cf.draft_export_decisions(cf.Triage(), (x,))
 draft
 
 # %% [markdown]
-# On torch 2.13 its report says *no issues*: every data-dependent `if` was decided from the example instead of
-# failing, and each decision is a runtime assertion in the graph. Read those assertions as the list of lines to
-# fix, all of them from one run. Do not ship the program: it is lesson 01's silent specialization, and (as §5
-# showed) the device does not check runtime assertions.
+# One run, every data-dependent line of `Triage` listed: the to-do list export would have handed you one error
+# at a time. Look at what it did to get past each one: it took the side the example's *values* chose and kept
+# the decision as a runtime assertion, so the program it returns is lesson 01's silent specialization. And its
+# advice, "add `torch._check(...)`", is §5's tool: right for a fact you can promise, a bug for a branch that
+# really goes both ways. Use the report to plan the fixes; do not ship the program (the device does not check
+# runtime assertions, as §5 showed).
 #
 # ## 7. The sequence, on a real model
 #
@@ -314,7 +317,7 @@ print(gate_report)
 #   deleted from the export path; *semantic* ones become `torch.cond`, `torch.where`, or app logic.
 # - `torch._check` states a fact you can promise (a count ≥ 1); the device does not check it. Never use it to
 #   pick one side of a semantic branch.
-# - `draft_export` lists every data-dependent decision in one run; its program is specialized, not shippable.
+# - `draft_export` lists every issue in one report, with its line; its program is specialized, not shippable.
 # - The fix is done only when the `.pte` matches the **original** eager model on inputs covering both sides.
 #
 # ## Interview questions
@@ -333,7 +336,8 @@ interview.ask("02.export_vs_compile")
 # %%
 assert both.graph_breaks >= 1 and all(both.compiled_matches.values()) and "GuardOnDataDependentSymNode" in both.export_error
 assert all(helpers.check_one(cf.ValidMean(), art_valid, (clip, torch.tensor([k]))).status == "match" for k in range(1, 9))
-assert draft.issues == 0 and len(draft.decisions) == 2
+assert [line for _, line in draft.issues] == ["if torch.isnan(x).any():", "if x.mean() > 0:"]
+assert len(draft.decisions) == 2 and "torch._check" in draft.advice
 assert not any("assert" in detail for _, detail in fx.instructions(art_valid).steps)
 assert gate_report.ok, gate_report
 sides = cf.branch_sides(gate_probes, lambda t: t.shape[0] > 4)
