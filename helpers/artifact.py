@@ -63,6 +63,11 @@ _BOOKKEEPING = {"alloc", "getitem", "Total"}
 # Control flow is emitted as jump instructions around the branches' own nodes (the ExecuTorch emitter
 # inlines both branches), not as a kernel: it is neither delegated nor a portable operator.
 _CONTROL_FLOW_OPS = {"cond", "while_loop", "map_impl", "scan"}
+# Arithmetic on symbolic sizes (a dynamic program reads a size, adds, multiplies): the runtime runs these
+# as prim ops on integers. They are not operators a delegate could take, so they are not counted as nodes.
+_SIZE_OPS = {"sym_size", "sym_numel", "sym_stride", "sym_storage_offset", "add", "sub", "mul", "floordiv",
+             "truediv", "mod", "neg", "eq", "ne", "lt", "le", "gt", "ge", "sym_max", "sym_min", "sym_float",
+             "sym_not"}
 
 
 @dataclass
@@ -82,6 +87,8 @@ class DelegationReport:
     notes: list[str] = field(default_factory=list)
     declined: list[dict[str, str]] = field(default_factory=list)
     control_flow: int = 0  # torch.cond / while nodes: jumps in the program, not kernels (not counted as nodes)
+    size_ops: int = 0  # arithmetic on symbolic sizes (sym_size, operator.add, …): runtime prim ops, not kernels
+    rules: list[str] = field(default_factory=list)  # the operators XNNPACK has a partitioner rule for
 
     @property
     def delegated_nodes(self) -> int:
@@ -113,24 +120,32 @@ class DelegationReport:
         """Per operator left on portable kernels, why: the partitioner's own words where it gave any.
 
         XNNPACK's rules report a reason for the nodes they check and decline (e.g. *dynamic output
-        sizes are not supported*); an operator with no XNNPACK rule at all gets no reason from the
-        partitioner and is reported as such; operators inside a ``torch.cond`` branch are never offered
-        to the partitioner (see :attr:`notes`).
+        sizes are not supported*). Without such a reason: either XNNPACK has no rule for the operator
+        at all, or it has one and still did not take these nodes without saying why (the report says
+        which). Operators inside a ``torch.cond`` branch are never offered to the partitioner.
         """
-        out: dict[str, list[str]] = {}
         given: dict[str, list[str]] = {}
         for d in self.declined:
-            given.setdefault(d["op"], []).append(d["reason"])
+            given.setdefault(_norm_op(d["op"]), []).append(d["reason"])
+        rules = {_norm_op(r) for r in self.rules}
         in_branches = {r["op"] for r in self.rows if r["region"] != "main" and r["portable"]}
         in_main = {r["op"] for r in self.rows if r["region"] == "main" and r["portable"]}
+        out: dict[str, list[str]] = {}
         for op in self.portable_ops():
-            words = list(given.get(_short_op(op), []) or given.get(op, []))
-            if op in in_main and not words and self.backend == "xnnpack":
-                words.append("the partitioner gave no reason: XNNPACK has no rule that takes this operator")
-            if op in in_branches and self.backend == "xnnpack":
-                words.append("inside a torch.cond branch, which the partitioner never looks into")
             if self.backend != "xnnpack":
-                words.append(f"backend {self.backend}: nothing is delegated")
+                out[op] = [f"backend {self.backend}: nothing is delegated"]
+                continue
+            words = list(dict.fromkeys(given.get(_norm_op(op), [])))
+            if op in in_main and not words:
+                if not rules:
+                    words.append("the partitioner logged no reason for these nodes")
+                elif _norm_op(op) in rules:
+                    words.append("XNNPACK has a rule for this operator, but did not take these nodes and logged no "
+                                 "reason")
+                else:
+                    words.append("XNNPACK has no rule for this operator")
+            if op in in_branches:
+                words.append("inside a torch.cond branch, which the partitioner never looks into")
             out[op] = words
         return out
 
@@ -164,15 +179,11 @@ class DelegationReport:
         return f"<DelegationReport {self.summary()}>"
 
 
-def _short_op(op: str) -> str:
-    """``aten.mean.dim`` / ``aten_mean_dim`` → ``mean.dim`` (how the partitioner's reasons name it)."""
-    op = op.replace("aten_", "aten.", 1) if op.startswith("aten_") else op
-    op = op.replace("aten.", "", 1) if op.startswith("aten.") else op
-    if "." not in op and "_" in op:
-        head, _, tail = op.rpartition("_")
-        if tail in {"default", "dim", "Tensor", "Scalar", "vec", "int", "correction", "self"}:
-            op = f"{head}.{tail}"
-    return op
+def _norm_op(op: str) -> str:
+    """One spelling for an operator however it is named: ``aten.mean.dim``, ``mean.dim``, ``aten_mean_dim``,
+    ``aten_add_tensor`` and ``add.Tensor`` become ``mean_dim``, ``add_tensor``."""
+    op = op.lower().replace(".", "_")
+    return op[len("aten_"):] if op.startswith("aten_") else op
 
 
 # ----- the artifact -------------------------------------------------------------------------------
@@ -237,11 +248,15 @@ class PteArtifact:
     def delegation(self, method: str = "forward") -> DelegationReport:
         """Delegated vs portable nodes per operator (from ``get_delegation_info``)."""
         info = self._info(method)
-        rows = [dict(r) for r in info["delegation"] if r["op"] not in _CONTROL_FLOW_OPS]
-        control_flow = sum(r["delegated"] + r["portable"] for r in info["delegation"] if r["op"] in _CONTROL_FLOW_OPS)
+        every = info["delegation"]
+        rows = [dict(r) for r in every if r["op"] not in _CONTROL_FLOW_OPS and r["op"] not in _SIZE_OPS]
         return DelegationReport(method=method, backend=self.backend, rows=rows,
                                 delegated_subgraphs=info["delegated_subgraphs"], notes=list(info["notes"]),
-                                declined=[dict(d) for d in info.get("declined", [])], control_flow=control_flow)
+                                declined=[dict(d) for d in info.get("declined", [])],
+                                control_flow=sum(r["delegated"] + r["portable"] for r in every
+                                                 if r["op"] in _CONTROL_FLOW_OPS),
+                                size_ops=sum(r["delegated"] + r["portable"] for r in every if r["op"] in _SIZE_OPS),
+                                rules=list(info.get("xnnpack_rules", [])))
 
     def planned_memory_bytes(self, method: str = "forward") -> int:
         """Bytes of the memory plan's arena for activations and inputs/outputs (excludes weights and

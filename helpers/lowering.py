@@ -342,8 +342,16 @@ def _build(methods: dict[str, tuple[torch.nn.Module, tuple[Any, ...], Any]],
             "notes": notes, "planned_buffer_sizes": plans.get(name, []), "graph": _graph_text(ep),
             "user_outputs": user_outputs, "runtime_outputs": runtime_outputs,
             "declined": _declined_for(name, reasons, edge_ep) if backend == "xnnpack" else [],
+            "xnnpack_rules": _xnnpack_rules() if backend == "xnnpack" else [],
         }
     return pte, meta
+
+
+def _xnnpack_rules() -> list[str]:
+    """The operators the XNNPACK partitioner has a rule for (e.g. ``add.Tensor``): what it can take at all."""
+    from executorch.backends.xnnpack.partition.config import ALL_PARTITIONER_CONFIGS
+
+    return sorted({str(getattr(c, "target_name", "")) for c in ALL_PARTITIONER_CONFIGS} - {""})
 
 
 def _declined_for(method: str, reasons: list[tuple[str, str, str]], edge_ep: Any) -> list[dict[str, str]]:
