@@ -31,7 +31,7 @@ from ._core import Exercise, Grade, Verdict
 
 __all__ = ["catalog", "get", "check", "solution", "solution_button", "Exercise", "Grade", "Verdict"]
 
-_MODULES = ("track1", "track2", "interview_tasks")
+_MODULES = ("track1", "track2", "lesson11", "interview_tasks")
 _CATALOG: dict[str, Exercise] | None = None
 
 

@@ -18,7 +18,7 @@ from typing import Any
 __all__ = ["Card", "KINDS", "cards", "card", "ask", "draw", "topics", "cards_html"]
 
 KINDS = ("conceptual", "constraints", "trade-off", "diagnosis")
-_MODULES = ("track1", "track2")
+_MODULES = ("track1", "track2", "lesson11")
 _CARDS: dict[str, Card] | None = None
 
 

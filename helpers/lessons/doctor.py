@@ -19,7 +19,7 @@ from ..doctor import DoctorReport, examine, prepare
 from ..models import seeded
 
 __all__ = ["MedianCenter", "AssertsFinite", "Case", "CASES", "command", "report_for", "gallery_reports",
-           "DoctorExplorer", "widget_demo"]
+           "DoctorExplorer", "widget_demo", "declined_by_reason"]
 
 
 class MedianCenter(nn.Module):
@@ -106,6 +106,16 @@ CASES: dict[str, Case] = {
         ("helpers.models:TinyVision", "--example", "1x3x64x64", "--dim", "x:2:h:32:128", "--dim", "x:3:w:32:128"),
         "pass", "a bounded dynamic resolution: still fully delegated, a bigger arena"),
 }
+
+
+def declined_by_reason(delegation: Any) -> dict[str, list[str]]:
+    """The operators left on portable kernels, grouped by the reason given (``{reason: [operators]}``)."""
+    grouped: dict[str, list[str]] = {}
+    for op, reasons in delegation.reasons().items():
+        short = op.removeprefix("aten_").removesuffix("_default")
+        for reason in reasons:
+            grouped.setdefault(reason, []).append(short)
+    return grouped
 
 
 def command(name: str) -> str:

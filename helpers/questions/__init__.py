@@ -26,7 +26,7 @@ from typing import Any
 
 __all__ = ["Question", "catalog", "get", "ask", "reveal"]
 
-_MODULES = ("track1", "track2")
+_MODULES = ("track1", "track2", "lesson11")
 _CATALOG: dict[str, Question] | None = None
 
 
