@@ -93,3 +93,36 @@ def test_bucket_widget_headless():
     assert explorer.bucket == 512 and "92% of the work is padding" in explorer.output.value
     explorer.set(length=600)
     assert explorer.verdict == "rejected" and "longer than the largest bucket" in explorer.output.value
+
+
+def test_every_bucket_is_delegated_like_the_dynamic_program(program):
+    from torch.export import Dim
+
+    seq = Dim("seq", min=1, max=512)
+    dynamic = helpers.lower(B.bucket_model(), B.pad_to(B.tokens(128), 128),
+                            dynamic_shapes={"ids": {1: seq}, "mask": {1: seq}})
+    for method in program.methods:
+        assert program.delegation(method).portable_ops() == dynamic.delegation().portable_ops()
+        assert set(S.declined_reasons(program, method)) == {"aten_embedding_default", "aten_sum_dim_int_list"}
+    assert dynamic.planned_memory_bytes() == program.planned_memory_bytes("seq_512")
+
+
+def test_equal_count_buckets_and_the_lessons_waste_numbers():
+    lengths = B.request_lengths()
+    equal = B.equal_count_buckets(lengths, 4, longest=512)
+    assert equal == (64, 105, 176, 512)
+    powers = (64, 128, 256, 512)
+    assert B.padding_waste(lengths, equal) > B.padding_waste(lengths, powers) > 0.28  # the exercise's target
+    assert B.padding_waste(lengths, (96, 160, 256, 512)) <= 0.28  # a better set exists within 4 buckets
+    assert B.plot_lengths(lengths, {"powers": powers, "equal": equal}).axes
+
+
+def test_latency_rounds_covers_every_bucket_set_and_the_dynamic_program(program):
+    from torch.export import Dim
+
+    seq = Dim("seq", min=1, max=512)
+    dynamic = helpers.lower(B.bucket_model(), B.pad_to(B.tokens(128), 128),
+                            dynamic_shapes={"ids": {1: seq}, "mask": {1: seq}})
+    timing = B.latency_rounds([(512,), (128, 256, 512)], [40, 200, 500], dynamic, rounds=2, repeat=3, sample_every=2)
+    assert set(timing) == {"512", "128/256/512", "dynamic"}
+    assert all(len(v) == 2 and all(t > 0 for t in v) for v in timing.values())

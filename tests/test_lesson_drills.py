@@ -1,15 +1,21 @@
-"""Lesson 10 (helpers.lessons.drills): every drill's answer comes from the real tools."""
+"""Lesson 10 (helpers.lessons.drills): every drill's answer comes from the real tools; the drill shows
+what the user saw without naming the answer; a check with no answer reveals nothing; draft_export's
+report; the copyable CI test passes on its CONFIG and fails on a drill's."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
+from torch.export import Dim
 
+from helpers import models
 from helpers.lessons import drills as D
 from helpers.lessons import shapes as S
 
+ROOT = Path(__file__).resolve().parent.parent
 EXPECTED = {
-    "camera": "input outside the export contract",
     "sign_router": "data-dependent control flow",
     "one_frame": "silent specialization",
     "flag": "silent specialization",
@@ -19,11 +25,12 @@ EXPECTED = {
     "any_size": "partial delegation",
     "loop": "data-dependent control flow",
     "bounded_camera": "healthy",
+    "no_max": "input outside the export contract",
 }
 
 
-def test_every_drill_has_an_expected_answer():
-    assert sorted(d.name for d in D.DRILLS) == sorted(EXPECTED)
+def test_every_drill_has_an_expected_answer_and_both_tracks_appear():
+    assert {d.name: d.expected for d in D.DRILLS} == EXPECTED
     assert set(EXPECTED.values()) <= set(D.ANSWERS)
     assert {d.track for d in D.DRILLS} == {"shapes", "control flow"}
 
@@ -35,13 +42,27 @@ def test_investigation_finds_the_answer(drill):
     assert finding.evidence and finding.fix
 
 
-def test_check_reports_right_and_wrong(capsys):
-    drill = next(d for d in D.DRILLS if d.name == "sign_router")
-    D.check(drill, "data-dependent control flow")
-    assert "✓ right" in capsys.readouterr().out
-    D.check(drill, "healthy")
+@pytest.mark.parametrize("drill", D.DRILLS, ids=lambda d: d.name)
+def test_a_drill_describes_the_symptom_not_the_category(drill):
+    text = str(D.brief(drill)).lower()
+    for word in ("data-dependent", "guard", "constraint", "delegat", "unsupported", "contract", "speciali",
+                 "portable", "healthy"):
+        assert word not in text, (drill.name, word)
+    assert "def forward" in text and drill.symptom.lower() in text
+
+
+def test_check_without_an_answer_reveals_nothing_and_a_wrong_one_does_not_raise(capsys):
+    assert D.check("sign_router", None) is None
     out = capsys.readouterr().out
-    assert "not quite" in out and "actual: data-dependent control flow" in out
+    assert out.startswith("No answer yet") and not any(a in out for a in D.ANSWERS)
+    assert D.check("sign_router", "not an answer") is None
+    assert "is not one of the answers" in capsys.readouterr().out
+    finding = D.check("sign_router", "healthy")  # wrong: reported, not raised
+    out = capsys.readouterr().out
+    assert finding.answer == "data-dependent control flow"
+    assert "✗ not this time — you said 'healthy'" in out and "the tools say: data-dependent control flow" in out
+    D.check("sign_router", "data-dependent control flow")
+    assert "✓ right" in capsys.readouterr().out
 
 
 def test_run_on_device_reproduces_the_refusal(tmp_path):
@@ -62,8 +83,40 @@ def test_camera_options_all_fix_it_and_report_their_cost():
 
 
 def test_a_wrong_static_batch_is_outside_the_contract():
-    from helpers import models
+    drill = D.Drill("batch_loop", "", "", lambda: (models.BatchLoop(), (torch.randn(3, 4),), None),
+                    lambda: (torch.randn(4, 4),), "input outside the export contract")
+    assert D.investigate(drill).answer == drill.expected
 
-    drill = D.Drill("batch_loop", "", lambda: (models.BatchLoop(), (torch.randn(3, 4),), None),
-                    lambda: (torch.randn(4, 4),))
-    assert D.investigate(drill).answer == "input outside the export contract"
+
+def test_draft_export_lists_every_issue_where_export_stops_at_one():
+    x = torch.randn(6, 8, generator=torch.Generator().manual_seed(0))
+    batch = {"x": {0: Dim("batch", min=1, max=16)}}
+    with pytest.raises(Exception, match="data-dependent"):
+        torch.export.export(D.TwoIssues(), (x,), dynamic_shapes=batch)
+    draft, issues = D.draft_issues(D.TwoIssues(), (x,), batch)
+    assert {i["line"] for i in issues} == {"if x.shape[0] > 4:", "if x.sum() > 0:"}
+    assert {"guard added", "data-dependent"} <= {i["kind"] for i in issues}
+    assert any(i["expression"] == "x.shape[0] > 4" for i in issues)  # symbols renamed after the input
+    ranges = [(int(r.lower), int(r.upper)) for s, r in draft.range_constraints.items() if not str(s).startswith("u")]
+    assert ranges == [(5, 16)]  # the draft narrowed the batch to the example's branch: not for shipping
+
+
+def test_the_ci_example_passes_on_its_config_and_fails_on_a_drills():
+    ci = ROOT / "tests" / "test_export_ci_example.py"
+    result = D.run_ci_example(ci)
+    assert result["exit code"] == 0 and result["passed"] > 20 and not result["failed tests"]
+    one_frame = '''
+from helpers.models import ShapeBranch
+
+MODEL = ShapeBranch().eval()
+REFERENCE = MODEL
+EXAMPLE = (torch.randn(1, 8, 4, generator=torch.Generator().manual_seed(1)),)
+DYNAMIC_SHAPES = {"x": {1: Dim("frames", min=1, max=16)}}
+INPUT_NAMES = ("x",)
+DEVICE_INPUTS = []
+ALLOWED_PORTABLE_OPS = {"aten_mean_dim", "aten_var_correction"}
+ATOL, RTOL = 1e-4, 1e-4
+'''
+    failed = D.run_ci_example(ci, one_frame)
+    assert failed["exit code"] == 1
+    assert failed["failed tests"] and all("frames=1" in t for t in failed["failed tests"]), failed

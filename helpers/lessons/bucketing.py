@@ -5,7 +5,9 @@
 - Buckets for ``TokenPool`` (ids + mask): :func:`bucket_model`, :func:`bucket_program` (one
   ``.pte`` whose methods are ``seq_128``, ``seq_256``, …), :func:`separate_programs` (one file per
   bucket), :func:`dispatch` (pick the smallest bucket that fits, pad, mask, run),
-  :func:`padding_waste`, :func:`request_lengths` and :func:`tradeoff`.
+  :func:`padding_waste`, :func:`request_lengths`, :func:`tradeoff`, :func:`equal_count_buckets`,
+  :func:`plot_lengths` (the length histogram with bucket edges) and :func:`latency_rounds` (mean latency
+  per request for bucket sets and a dynamic program, measured in rounds).
 - :class:`BucketExplorer` and :func:`widget_demo`: a sequence-length slider showing the chosen
   bucket, the padding waste and the verdict of the real ``.pte`` against eager on the unpadded input.
 """
@@ -31,7 +33,7 @@ from ..widgets import ParityExplorer, render_row
 __all__ = [
     "letterbox", "plot_letterbox", "BUCKETS", "VOCAB", "bucket_model", "tokens", "method_name", "bucket_program",
     "separate_programs", "choose_bucket", "pad_to", "Dispatch", "dispatch", "OnOriginalLength", "padding_waste",
-    "request_lengths", "tradeoff", "BucketExplorer", "bucket_explorer", "widget_demo", "describe_dispatch",
+    "request_lengths", "tradeoff", "equal_count_buckets", "plot_lengths", "latency_rounds", "BucketExplorer", "bucket_explorer", "widget_demo", "describe_dispatch",
 ]
 
 
@@ -208,6 +210,67 @@ def tradeoff(bucket_sets: Sequence[Sequence[int]], lengths: Sequence[int],
             row["mean_latency_ms"] = sum(latency_ms[b] for b in hits) / len(hits)
         rows.append(row)
     return rows
+
+
+def equal_count_buckets(lengths: Sequence[int], n: int, longest: int | None = None) -> tuple[int, ...]:
+    """``n`` buckets that each serve about the same number of requests: the inner edges at the quantiles
+    of ``lengths`` (rounded up), the last at ``longest`` (default: the longest request)."""
+    import statistics
+
+    top = longest or max(lengths)
+    inner = [math.ceil(q) for q in statistics.quantiles(lengths, n=n)] if n > 1 else []
+    return tuple(sorted({*inner, top}))
+
+
+def plot_lengths(lengths: Sequence[int], bucket_sets: dict[str, Sequence[int]],
+                 title: str = "Request lengths and bucket edges"):
+    """A histogram of ``lengths`` with each bucket set's edges drawn as vertical lines (one colour per set)."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7.0, 3.2))
+    ax.hist(lengths, bins=range(0, max(lengths) + 17, 16), color="#90a4ae", edgecolor="white")
+    colours = ["#c62828", "#1565c0", "#2e7d32", "#6a1b9a"]
+    for k, (label, buckets) in enumerate(bucket_sets.items()):
+        colour = colours[k % len(colours)]
+        for i, b in enumerate(sorted(buckets)):
+            ax.axvline(b, color=colour, linestyle=("-", "--", ":")[k % 3], linewidth=1.4,
+                       label=label if i == 0 else None, ymax=0.95 - 0.08 * k)
+    ax.set_xlabel("request length (tokens); a bucket serves the lengths up to its edge")
+    ax.set_ylabel("requests")
+    ax.set_title(title)
+    ax.legend(fontsize=8, frameon=False, loc="upper right")
+    fig.tight_layout()
+    plt.close(fig)
+    return fig
+
+
+def latency_rounds(bucket_sets: Sequence[Sequence[int]], lengths: Sequence[int], dynamic: PteArtifact, *,
+                   rounds: int = 5, repeat: int = 50, sample_every: int = 8) -> dict[str, list[float]]:
+    """Mean runtime latency per request (ms), measured ``rounds`` times, for each bucket set and for the
+    ``dynamic`` program.
+
+    A bucket set's cost per request is the median time of its bucket's method (each bucket size timed
+    once per round, on one ``.pte`` holding every size) averaged over ``lengths``. The dynamic program
+    runs a sample of the requests (every ``sample_every``-th) at their own length.
+    """
+    from .shapes import median_latency_ms
+
+    sizes = sorted({b for buckets in bucket_sets for b in buckets})
+    with captured_output():
+        program = bucket_program(sizes)
+    sample = list(lengths)[::sample_every]
+    out: dict[str, list[float]] = {"/".join(map(str, sorted(b))): [] for b in bucket_sets}
+    out["dynamic"] = []
+    for _ in range(rounds):
+        per_bucket = {b: median_latency_ms(program, pad_to(tokens(b), b), method=method_name(b), repeat=repeat,
+                                           warmup=10) for b in sizes}
+        for buckets in bucket_sets:
+            hits = [choose_bucket(n, buckets) for n in lengths]
+            hits = [b for b in hits if b is not None]
+            out["/".join(map(str, sorted(buckets)))].append(sum(per_bucket[b] for b in hits) / len(hits))
+        out["dynamic"].append(sum(median_latency_ms(dynamic, (tokens(k), torch.ones(1, k)), repeat=max(5, repeat // 5),
+                                                    warmup=2) for k in sample) / len(sample))
+    return out
 
 
 # ----- the widget ---------------------------------------------------------------------------------

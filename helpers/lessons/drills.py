@@ -1,16 +1,20 @@
 """Lesson 10 (diagnosis drills): broken models from both tracks, and the investigation that
 diagnoses each one with the real tools.
 
-A :class:`Drill` is a story from the field: the model that was shipped (how it was exported), the
-eager model the team trusts, and the input the device actually sends. :func:`investigate` runs the
-workflow of the lessons on it — export/lower/load (:func:`helpers.diagnose_export`), the device's
-input on the raw runtime, a varied probe set against eager, the delegation report — and returns a
-:class:`Finding` whose ``answer`` is one of :data:`ANSWERS`. :func:`check` compares a learner's
-answer with it.
+A :class:`Drill` is a story from the field: what the user saw (the symptom, in their words), the
+model that was shipped and how it was exported, the eager model the team trusts, and the input the
+device actually sends. :func:`investigate` runs the workflow of the lessons on it — export/lower/load
+(:func:`helpers.diagnose_export`), the device's input on the raw runtime, a varied probe set against
+eager, the delegation report — and returns a :class:`Finding` whose ``answer`` is one of
+:data:`ANSWERS`. :func:`check` compares a learner's answer with it; with no answer it reveals nothing.
+
+Also here: :func:`draft_issues` (every issue ``torch.export.draft_export`` finds, in one list) and
+:func:`run_ci_example` (the copyable export-CI test, with its CONFIG replaced to replay a drill).
 """
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,13 +28,14 @@ from .. import models
 from .._quiet import captured_output, runtime_log_lines
 from ..artifact import PteArtifact
 from ..diagnose import diagnose_export
-from ..display import check_prediction
+from ..display import Source, show_source
 from ..lowering import lower, lower_methods
 from ..parity import check_one, compare, probe_inputs
 from . import shapes
 
-__all__ = ["ANSWERS", "FIXES", "Drill", "Finding", "DRILLS", "investigate", "check", "BatchGate", "MedianPool",
-           "run_on_device", "CAMERA_SIZES", "camera_options", "compare_options", "run_ci_example"]
+__all__ = ["ANSWERS", "FIXES", "Drill", "Finding", "DRILLS", "drill", "investigate", "check", "brief", "BatchGate",
+           "MedianPool", "TwoIssues", "draft_issues", "run_on_device", "CAMERA_SIZES", "camera_options",
+           "compare_options", "run_ci_example"]
 
 ANSWERS = (
     "data-dependent control flow",
@@ -75,14 +80,35 @@ class MedianPool(nn.Module):
         return torch.median(x, dim=1).values
 
 
+class TwoIssues(nn.Module):
+    """Two problems in one forward(): a test on the batch size and a test on the values."""
+
+    def __init__(self, features: int = 8, seed: int = 0):
+        super().__init__()
+        with models.seeded(seed):
+            self.layer = nn.Linear(features, features)
+        self.eval()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[0] > 4:  # large batches are scaled
+            x = x * 2
+        if x.sum() > 0:  # the layer only for inputs that sum to a positive number
+            x = self.layer(x)
+        return x
+
+
 @dataclass
 class Drill:
-    """One field report: what was shipped, what the team compares against, what the device sends."""
+    """One field report: what the user saw, what was shipped, what the team compares against, what the
+    device sends. ``exported_with`` is the export call as the team wrote it (shown to the learner);
+    ``expected`` is what the tools find (the tests hold :func:`investigate` to it)."""
 
     name: str
-    report: str
+    symptom: str
+    exported_with: str
     build: Callable[[], tuple[nn.Module, tuple[Any, ...], Any]]  # the shipped model, example, dynamic_shapes
     device_input: Callable[[], tuple[Any, ...]]
+    expected: str
     reference: Callable[[], nn.Module] | None = None  # the eager model the team trusts (default: shipped one)
     track: str = "shapes"
 
@@ -152,12 +178,55 @@ def investigate(drill: Drill) -> Finding:
     return Finding("healthy", evidence)
 
 
-def check(drill: Drill, answer: str) -> Finding:
-    """Print whether ``answer`` matches what the real tools report for ``drill`` (and return the finding)."""
+def drill(name: str) -> Drill:
+    """The drill called ``name``."""
+    found = {d.name: d for d in DRILLS}
+    if name not in found:
+        raise KeyError(f"no drill {name!r}; there are: {', '.join(found)}")
+    return found[name]
+
+
+def brief(which: Drill | str) -> Source:
+    """What the learner gets, as in the field: the symptom, the export call, and the model's source."""
+    d = drill(which) if isinstance(which, str) else which
+    model, _, _ = d.build()
+    code = _code_without_docstrings(type(model))
+    text = f"What the user saw: {d.symptom}\n\nHow it was exported: {d.exported_with}\n\n{code}"
+    return Source(f"drill {d.name} ({d.track})", text)
+
+
+def _code_without_docstrings(cls: type) -> str:
+    """The class's code as the team wrote it, minus docstrings and comments (ours explain the answer)."""
+    import ast
+
+    tree = ast.parse(show_source(cls).code)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef)) and body and isinstance(body[0], ast.Expr) \
+                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.unparse(tree)
+
+
+def check(which: Drill | str, answer: str | None) -> Finding | None:
+    """Judge ``answer`` against what the real tools report for the drill; print the verdict and the evidence.
+
+    With ``answer=None`` it only asks for an answer: nothing is investigated, nothing revealed. A wrong
+    answer is reported, never raised, so a notebook runs on whatever the learner wrote.
+    """
+    d = drill(which) if isinstance(which, str) else which
+    if answer is None:
+        print(f"No answer yet for drill '{d.name}': set it to one of the answers listed above, then run this cell "
+              "again.")
+        return None
     if answer not in ANSWERS:
-        print(f"'{answer}' is not one of the answers: {', '.join(ANSWERS)}")
-    finding = investigate(drill)
-    check_prediction(answer, finding.answer, "\n".join(finding.evidence) + f"\nfix: {finding.fix}")
+        print(f"{answer!r} is not one of the answers: " + "; ".join(repr(a) for a in ANSWERS))
+        return None
+    finding = investigate(d)
+    mark = "✓ right" if answer == finding.answer else f"✗ not this time — you said {answer!r}"
+    print(f"the tools say: {finding.answer} — {mark}")
+    print("\n".join(f"  · {e}" for e in finding.evidence))
+    print(f"  fix: {finding.fix}")
     return finding
 
 
@@ -222,24 +291,43 @@ def compare_options(options: dict[str, Any], frames: list[torch.Tensor]) -> list
     return rows
 
 
-def run_ci_example(path: str | Path) -> dict[str, int]:
-    """Run the copyable export-CI test file with pytest, in this process; return outcome counts."""
+def run_ci_example(path: str | Path, config: str | None = None) -> dict[str, Any]:
+    """Run the copyable export-CI test file with pytest, in this process; return outcome counts and the
+    failed tests' names.
+
+    With ``config``, a copy of the file whose CONFIG section is replaced by ``config`` is run instead
+    (how a drill's model is replayed through the same test).
+    """
+    import tempfile
+
     import pytest
 
     class Count:
         def __init__(self) -> None:
             self.outcomes: dict[str, int] = {}
+            self.failed: list[str] = []
 
         def pytest_runtest_logreport(self, report):  # noqa: ANN001 - pytest hook
             if report.when == "call" or report.outcome != "passed":
                 self.outcomes[report.outcome] = self.outcomes.get(report.outcome, 0) + 1
+                if report.outcome == "failed":
+                    self.failed.append(report.nodeid.split("::", 1)[-1])
 
-    counter = Count()
-    with captured_output():
-        # no:nbval — the notebook plugin is not needed here, and importing it (nbformat, jsonschema) costs seconds
-        code = pytest.main([str(path), "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "-p", "no:nbval"],
-                           plugins=[counter])
-    return {"exit code": int(code), **counter.outcomes}
+    source = Path(path).read_text()
+    with tempfile.TemporaryDirectory() as tmp:
+        target = Path(path)
+        if config is not None:
+            start = source.index("# ===== CONFIG")
+            start = source.index("\n", start) + 1
+            end = source.index("# =====", start)
+            target = Path(tmp) / f"test_export_ci_{abs(hash(config)) % 10**8}.py"
+            target.write_text(source[:start] + config.strip() + "\n" + source[end:])
+        counter = Count()
+        with captured_output():
+            # no:nbval — the notebook plugin is not needed here, and importing it (nbformat, jsonschema) costs seconds
+            code = pytest.main([str(target), "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "-p", "no:nbval"],
+                               plugins=[counter])
+    return {"exit code": int(code), **counter.outcomes, "failed tests": counter.failed}
 
 
 # ----- the drills ------------------------------------------------------------------------------
@@ -274,32 +362,81 @@ def _bounded_camera() -> tuple[nn.Module, tuple[Any, ...], Any]:
     return model, (example,), {"x": {2: Dim("height", min=32, max=128), 3: Dim("width", min=32, max=128)}}
 
 
+def _no_max() -> tuple[nn.Module, tuple[Any, ...], Any]:
+    return models.ShapeBranch(), (torch.randn(1, 8, 4, generator=_g(16)),), {"x": {1: Dim("frames", min=2)}}
+
+
 DRILLS: list[Drill] = [
-    Drill("camera", "Works in Python, but the phone rejects every camera frame (the camera delivers 48×64).",
-          _camera, lambda: (shapes.camera_frame(48, 64),)),
-    Drill("sign_router", "The export job fails before producing a .pte; the model routes each input by its sign.",
+    Drill("sign_router", "The nightly export job stops with a traceback before any .pte is written.",
+          "torch.export.export(ScaleOrShift(), (torch.randn(2, 4),))",
           lambda: (models.ScaleOrShift(), (torch.randn(2, 4, generator=_g(5)),), None),
-          lambda: (torch.randn(2, 4, generator=_g(6)),), track="control flow"),
-    Drill("one_frame", "Audio clips of 2–16 frames are fine on device; a 1-frame clip returns garbage. "
-          "Exported with Dim('frames', min=1, max=16).",
-          _one_frame_clip, lambda: (torch.randn(1, 1, 4, generator=_g(7)),)),
-    Drill("flag", "The team turned use_residual off in the Python config; the phone still gives the old answers.",
-          _flag, lambda: (torch.randn(2, 4, generator=_g(8)),),
+          lambda: (torch.randn(2, 4, generator=_g(6)),), "data-dependent control flow", track="control flow"),
+    Drill("one_frame", "Audio clips of 2 to 16 frames get sensible scores on the phone; a one-frame clip gets NaN.",
+          "helpers.lower(ShapeBranch(), (clip_of_8_frames,), dynamic_shapes={'x': {1: Dim('frames', min=1, max=16)}})",
+          _one_frame_clip, lambda: (torch.randn(1, 1, 4, generator=_g(7)),), "silent specialization"),
+    Drill("flag", "The team switched use_residual off in the app's configuration; the phone's scores did not change.",
+          "helpers.lower(ConfigBranch(use_residual=True), (torch.randn(2, 4),))  # the training repo's setting",
+          _flag, lambda: (torch.randn(2, 4, generator=_g(8)),), "silent specialization",
           reference=lambda: models.ConfigBranch(use_residual=False), track="control flow"),
-    Drill("batch_gate", "Export with a batch Dim of 1..16 fails with a long message about constraints.",
+    Drill("batch_gate", "Exporting with a dynamic batch stops with an error; with a fixed batch of 8 it exported fine.",
+          "torch.export.export(BatchGate(), (torch.randn(8, 4),), dynamic_shapes={'x': {0: Dim('batch', min=1, "
+          "max=16)}})",
           lambda: (BatchGate(), (torch.randn(8, 4, generator=_g(9)),), {"x": {0: Dim("batch", min=1, max=16)}}),
-          lambda: (torch.randn(3, 4, generator=_g(10)),)),
-    Drill("steps", "The app calls the model with steps=5; it worked with steps=3 in the notebook.",
-          _steps, lambda: (torch.randn(2, 4, generator=_g(11)), 5), track="control flow"),
-    Drill("median", "Export succeeds, but lowering the model for the device fails.",
+          lambda: (torch.randn(3, 4, generator=_g(10)),), "guard on a dynamic dimension"),
+    Drill("steps", "The app calls the model with steps=5 and its log shows an error; the notebook used steps=3.",
+          "helpers.lower(ScalarRepeat(), (torch.randn(2, 4), 3))",
+          _steps, lambda: (torch.randn(2, 4, generator=_g(11)), 5), "input outside the export contract",
+          track="control flow"),
+    Drill("median", "torch.export.export succeeds; the next build step, lowering for the phone, stops with an error.",
+          "helpers.lower(MedianPool(), (torch.randn(2, 5, 4),))",
           lambda: (MedianPool(), (torch.randn(2, 5, 4, generator=_g(12)),), None),
-          lambda: (torch.randn(2, 5, 4, generator=_g(13)),), track="control flow"),
-    Drill("any_size", "We made height and width dynamic so any frame works; now the model is 4× slower on device.",
-          _any_size, lambda: (shapes.camera_frame(48, 64),)),
-    Drill("loop", "A refinement loop (`while x.sum() < limit`) will not export.",
+          lambda: (torch.randn(2, 5, 4, generator=_g(13)),), "unsupported operator", track="control flow"),
+    Drill("any_size", "Height and width were made dynamic so that any frame works. Scores are still right, but the "
+          "feature is several times slower on the phone than the previous build.",
+          "helpers.lower(TinySegmenter(), (frame_64x64,), dynamic_shapes={'x': {2: Dim('height', min=32, max=128), "
+          "3: Dim('width', min=32, max=128)}})",
+          _any_size, lambda: (shapes.camera_frame(48, 64),), "partial delegation"),
+    Drill("loop", "The export job fails on a refinement step that repeats until the output is large enough.",
+          "torch.export.export(WhileDouble(), (torch.rand(2, 4),))",
           lambda: (models.WhileDouble(), (torch.rand(2, 4, generator=_g(14)),), None),
-          lambda: (torch.rand(2, 4, generator=_g(15)),), track="control flow"),
-    Drill("bounded_camera", "Reviewer asks: is the classifier safe to ship? It was re-exported with "
-          "Dim('height', 32..128) and Dim('width', 32..128); the camera delivers 48×64.",
-          _bounded_camera, lambda: (shapes.camera_frame(48, 64),)),
+          lambda: (torch.rand(2, 4, generator=_g(15)),), "data-dependent control flow", track="control flow"),
+    Drill("bounded_camera", "A reviewer asks whether the re-exported classifier is safe to ship; the camera delivers "
+          "48×64 frames.",
+          "helpers.lower(TinyVision(), (frame_64x64,), dynamic_shapes={'x': {2: Dim('height', min=32, max=128), "
+          "3: Dim('width', min=32, max=128)}})",
+          _bounded_camera, lambda: (shapes.camera_frame(48, 64),), "healthy"),
+    Drill("no_max", "Clips of up to 8 frames work on the phone; every 12-frame clip fails with an error in the log.",
+          "helpers.lower(ShapeBranch(), (clip_of_8_frames,), dynamic_shapes={'x': {1: Dim('frames', min=2)}})",
+          _no_max, lambda: (torch.randn(1, 12, 4, generator=_g(17)),), "input outside the export contract"),
 ]
+
+
+# ----- every issue at once: draft_export ------------------------------------------------------------
+def draft_issues(model: nn.Module, example_args: tuple[Any, ...], dynamic_shapes: Any = None) -> tuple[Any, list[dict[str, str]]]:
+    """Run ``torch.export.draft_export`` and list every issue it found: its kind, the expression export
+    could not decide or had to guard, and the line of ``forward()`` where it happened.
+
+    Returns ``(draft program, issues)``. The draft program is *not* for shipping: where the trace needed
+    an answer, it took the example's, specialized, and inserted asserts.
+    """
+    import re
+
+    from .._quiet import draft_export_trace
+
+    with draft_export_trace(), captured_output(), torch.random.fork_rng(devices=[]):
+        program = torch.export.draft_export(model, tuple(example_args), dynamic_shapes=dynamic_shapes)
+    issues = []
+    for failure in program._report.failures:
+        data = failure.data
+        names = {sym: re.sub(r"L\['(\w+)'\]\.size\(\)\[(\d+)\]", r"\1.shape[\2]", src)
+                 for sym, src in (data.get("symbol_to_sources") or {}).items()}
+        expression = str(data.get("expr", data.get("op", "")))
+        for sym, readable in names.items():
+            expression = re.sub(rf"\b{sym}\b", readable, expression)
+        stack = data.get("user_stack") or []
+        line = (stack[-1].get("loc", "") if stack else "").split("  #")[0].strip()
+        kind = {"GUARD_ADDED": "guard added", "DATA_DEPENDENT_ERROR": "data-dependent",
+                "MISSING_FAKE_KERNEL": "missing fake kernel", "MISMATCHED_FAKE_KERNEL": "mismatched fake kernel"}.get(
+            failure.failure_type.name, failure.failure_type.name)
+        issues.append({"kind": kind, "expression": expression, "line": line or "(no line of forward())"})
+    return program, issues

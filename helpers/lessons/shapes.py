@@ -3,13 +3,16 @@ and what dynamic shapes cost.
 
 - 06: :func:`camera_frame`, :func:`vision_program` (``TinyVision`` exported at one resolution),
   :func:`read_signature` (the ``.pte``'s own ``MethodMeta`` through the runtime bindings),
-  :func:`memory_plan` (where each tensor lives in the arena), and the camera-frame widget
-  (:func:`camera_explorer`, :func:`widget_demo`).
+  :func:`memory_plan` / :func:`plot_memory_plan` (where each tensor lives in the arena, and what wrote
+  it), :class:`FrameTokens`, and the camera-frame widget (:func:`camera_explorer`, :func:`widget_demo`).
 - 07: :func:`dim_modes` (``Dim.AUTO`` / ``DYNAMIC`` / ``STATIC`` / named / unbounded side by
-  side) and two models whose size arithmetic makes export add guards (:class:`ChunkMean`,
-  :class:`HalfDiff`) with their rewrites.
+  side), two models whose size arithmetic makes export add guards (:class:`ChunkMean`,
+  :class:`HalfDiff`) with a rewrite (:class:`ChunkedMean`), and :func:`declined_reasons`.
 - 08: :class:`TinySegmenter` (an upsampling model XNNPACK only takes whole when the frame size is
-  static), :func:`arena_vs_max` and :func:`median_latency_ms`.
+  static), :class:`LowResSegmenter` + :func:`upsample_on_host` (the declined operator moved to the app),
+  :func:`segmenter_program`, :func:`arena_vs_max`, and latency measured with its spread
+  (:func:`median_latency_ms`, :func:`latency_rounds`, :func:`ratio_sentence`: a sentence about a
+  timing is computed from the rounds).
 """
 
 from __future__ import annotations
@@ -33,9 +36,10 @@ from ..parity import ParityReport, ParityRow
 
 __all__ = [
     "VISION_SIZE", "CAMERA_RESOLUTIONS", "camera_frame", "vision_program", "read_signature", "memory_plan",
-    "plot_memory_plan", "FrameTokens",
+    "plot_memory_plan", "FrameTokens", "declined_reasons",
     "MethodSignature", "inside_summary", "camera_explorer", "widget_demo", "dim_modes", "ChunkMean", "ChunkedMean", "HalfDiff", "TinySegmenter",
     "segmenter_program", "arena_vs_max", "median_latency_ms",
+    "latency_rounds", "ratio_sentence", "LowResSegmenter", "upsample_on_host",
 ]
 
 # ----- 06: one resolution, recorded ------------------------------------------------------------
@@ -110,15 +114,28 @@ class MethodSignature:
 
 
 def memory_plan(artifact: PteArtifact, method: str = "forward") -> list[dict[str, Any]]:
-    """Every memory-planned tensor of ``method``: its shape, bytes, arena and offset in that arena.
+    """Every memory-planned tensor of ``method``, in execution order: its number (``#``, from 1, as in
+    :func:`plot_memory_plan`), what produced it, its shape, bytes, arena and offset in that arena.
 
     Read back from the serialized program: the offsets were fixed by ``to_executorch()``, before
     the program ever ran. Two tensors with the same offset reuse the same bytes at different times.
+    ``made by`` is the operator whose output the tensor is (``input`` for the method's input,
+    ``delegate`` for an output of a delegated subgraph; a ``view`` shares the bytes of the tensor it
+    views and has no kernel of its own).
     """
     from executorch.exir._serialize._program import deserialize_pte_binary
 
     program = deserialize_pte_binary(artifact._pte).program
     plan = next(p for p in program.execution_plan if p.name == method)
+    producers: dict[int, str] = {int(i): "input" for i in plan.inputs}
+    for chain in plan.chains:
+        for instruction in chain.instructions:
+            call = instruction.instr_args
+            if type(call).__name__ == "KernelCall" and call.args:
+                producers.setdefault(int(call.args[-1]), plan.operators[call.op_index].name.replace("aten::", ""))
+            elif type(call).__name__ == "DelegateCall":  # its arguments not produced before are its outputs
+                for arg in call.args:
+                    producers.setdefault(int(arg), "delegate")
     rows = []
     for index, value in enumerate(plan.values):
         tensor = value.val
@@ -129,7 +146,8 @@ def memory_plan(artifact: PteArtifact, method: str = "forward") -> list[dict[str
         for s in tensor.sizes:
             numel *= s
         elem = torch.empty((), dtype=_SCALAR_TYPES.get(int(tensor.scalar_type), torch.float32)).element_size()
-        rows.append({"value": index, "shape": tuple(tensor.sizes), "bytes": numel * elem,
+        rows.append({"#": len(rows) + 1, "made by": producers.get(index, "view"), "value": index,
+                     "shape": tuple(tensor.sizes), "bytes": numel * elem,
                      "arena": int(info.memory_id), "offset": int(info.memory_offset_low)})
     return rows
 
@@ -149,7 +167,7 @@ def plot_memory_plan(rows: list[dict[str, Any]], title: str = "The memory plan: 
             ax.text(r["offset"] + max(r["bytes"], arena * 0.004) + arena * 0.01, i, label, ha="left", va="center",
                     fontsize=7, color="#333333")
     ax.set_xlim(0, arena * 1.35)
-    ax.set_yticks(range(len(rows)), [f"#{k + 1} (value {r['value']})" for k, r in enumerate(rows)], fontsize=7)
+    ax.set_yticks(range(len(rows)), [f"#{r['#']} {r['made by']}" for r in rows], fontsize=7)
     ax.invert_yaxis()
     ax.set_xlabel("offset in the arena (bytes)")
     ax.set_title(title)
@@ -240,6 +258,12 @@ def widget_demo():
     return explorer, interactions
 
 
+def declined_reasons(artifact: PteArtifact, method: str = "forward") -> dict[str, list[str]]:
+    """Per operator left on portable kernels, why: the XNNPACK partitioner's own words where it gave any
+    (:meth:`DelegationReport.reasons`; kept here so the lessons print one line per operator)."""
+    return artifact.delegation(method).reasons()
+
+
 # ----- 07: declaring dimensions ------------------------------------------------------------------
 def dim_modes(model: nn.Module, example: tuple[Any, ...], input_name: str, axis: int,
               specs: dict[str, Any]) -> list[dict[str, Any]]:
@@ -325,6 +349,26 @@ class TinySegmenter(nn.Module):
         return self.classify(h)
 
 
+class LowResSegmenter(TinySegmenter):
+    """:class:`TinySegmenter` without its upsample: the per-pixel classes at a quarter of the resolution.
+
+    The app upsamples them (bilinear ×4, :func:`upsample_on_host`). A 1×1 convolution and a bilinear
+    upsample commute (the upsample averages with weights that sum to 1), so the pipeline computes
+    what ``TinySegmenter`` computes, and the operator XNNPACK declines on dynamic sizes is no
+    longer in the program.
+    """
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.relu(self.down1(x))
+        h = torch.relu(self.down2(h))
+        return self.classify(h)
+
+
+def upsample_on_host(low_res: torch.Tensor) -> torch.Tensor:
+    """The app's step after :class:`LowResSegmenter`: bilinear ×4, as ``TinySegmenter`` did inside."""
+    return F.interpolate(low_res, scale_factor=4.0, mode="bilinear", align_corners=False)
+
+
 def segmenter_program(max_side: int | None = None, size: int = VISION_SIZE,
                       min_side: int = 32) -> tuple[nn.Module, PteArtifact, torch.Tensor, Any]:
     """``TinySegmenter`` at ``size×size``: static (``max_side=None``) or with height and width dynamic
@@ -356,3 +400,29 @@ def median_latency_ms(artifact: PteArtifact, args: tuple[Any, ...], method: str 
         artifact.run_raw(*args, method=method)
         samples.append((time.perf_counter() - start) * 1000)
     return statistics.median(samples)
+
+
+def latency_rounds(programs: dict[str, tuple[PteArtifact, tuple[Any, ...]]], rounds: int = 5, repeat: int = 100,
+                   warmup: int = 10, method: str = "forward") -> dict[str, list[float]]:
+    """Median ``run_raw`` time (ms) of each program, measured ``rounds`` times, the programs interleaved
+    within each round (so a slow moment of the machine hits every program, not one)."""
+    out: dict[str, list[float]] = {name: [] for name in programs}
+    for _ in range(rounds):
+        for name, (artifact, args) in programs.items():
+            out[name].append(median_latency_ms(artifact, args, method=method, repeat=repeat, warmup=warmup))
+    return out
+
+
+def ratio_sentence(what: str, slower: list[float], faster: list[float], *, margin: float = 0.05) -> str:
+    """A sentence about ``slower / faster`` computed from paired rounds of medians: "slower" or "faster"
+    only when every round agrees (by more than ``margin``); otherwise "no consistent difference"."""
+    ratios = [a / b for a, b in zip(slower, faster)]
+    lo, hi = min(ratios), max(ratios)
+    spread = f"{lo:.2f}×" if f"{lo:.2f}" == f"{hi:.2f}" else f"{lo:.2f}× to {hi:.2f}×"
+    if lo > 1 + margin:
+        verdict = "slower in every round"
+    elif hi < 1 - margin:
+        verdict = "faster in every round"
+    else:
+        verdict = "no consistent difference (the rounds disagree, or differ by less than 5%)"
+    return f"{what}: {spread} over {len(ratios)} rounds — {verdict}"

@@ -2,14 +2,18 @@
 # # 07 · Declaring dimensions dynamic
 #
 # **What you will learn**
-# - how `dynamic_shapes` names the axes allowed to vary, each with a `Dim` that has a **name** and a **range**;
-# - that one `Dim` object used on two inputs asserts their axes are **equal** (token ids and their mask);
-# - what happens outside the bounds — at export time, and at run time on the device;
-# - `Dim.AUTO` / `Dim.DYNAMIC` / `Dim.STATIC` for exploring versus a named, bounded `Dim` for an artifact you ship;
-#   why an unbounded `Dim` is a trap on ExecuTorch;
-# - what the `.pte` **actually** checks at run time (rank and element capacity — export's asserts are stripped),
-#   and the host-side check that catches the rest;
-# - the guards export adds when `forward()` does arithmetic on a dynamic size, and how to answer them.
+# - how `dynamic_shapes` names the axes allowed to vary, each with a `Dim` (a name and a range), and that one `Dim`
+#   on two inputs says their axes are **equal**;
+# - **0/1 specialization**: while tracing, export assumes every dynamic size is at least 2, and what that does to a
+#   `min=1`, to `Dim.AUTO` and to a size-1 example;
+# - what the `.pte` really checks at run time (rank, dtype, a maximum size), what it does not, and the host-side
+#   check that covers the rest; what happens to a `Dim` without `max`;
+# - the guards export adds when `forward()` does arithmetic on a dynamic size, how to answer them, and why every
+#   fix is re-checked: parity **and** delegation.
+#
+# **Terms** (from [lesson 00](00_start_here.ipynb)): `Dim`, guard, specialization, input contract, memory plan /
+# arena, delegate, portable kernels. From lesson 06: `MethodMeta`, `TensorInfo`. New here, defined where they first
+# appear: *0/1 specialization*, *capacity*, *host check*, *derived `Dim`*.
 
 # %%
 import pandas as pd
@@ -17,41 +21,63 @@ import torch
 from torch.export import Dim
 
 import helpers
-from helpers import models
+from helpers import exercises, interview, models, questions
+from helpers.display import show_source
 from helpers.lessons import shapes
-from helpers.widgets import PredictThenReveal
 
 _ = torch.manual_seed(0)
 g = torch.Generator().manual_seed(0)  # every random input below comes from this generator
 
 # %% [markdown]
-# ## The trap, live
+# ## The model under study
 #
-# `ShapeBranch` normalises a clip over time — which only makes sense with at least two frames, so the
-# author declares `Dim("frames", min=2, max=16)`. Clips of 2…16 frames work on the device. Then a
-# one-frame clip arrives:
+# `ShapeBranch` normalises a clip over time, but only when the clip has more than one frame (the standard deviation
+# of a single frame is not defined). The decision reads a **shape**:
+
+# %%
+show_source(models.ShapeBranch)
+
+# %% [markdown]
+# Normalising needs at least two frames, so the author declares the frames axis dynamic with
+# `Dim("frames", min=2, max=16)`. Clips of 2 to 16 frames work on the device.
 
 # %%
 clip_model = models.ShapeBranch()
-clip = torch.randn(1, 8, 4, generator=g)
+clip = torch.randn(1, 8, 4, generator=g)  # the example: 8 frames of 4 features
 frames = Dim("frames", min=2, max=16)
 clip_art = helpers.lower(clip_model, (clip,), dynamic_shapes={"x": {1: frames}})
+clip_art.input_contract()
 
+# %% [markdown]
+# **Predict.** Then a one-frame clip arrives, and the app hands it straight to the runtime.
+
+# %%
+questions.ask("07.one_frame")
+
+# %% [markdown]
+# ## The trap, live
+
+# %%
 one_frame = torch.randn(1, 1, 4, generator=g)
 print("eager:", helpers.fmt(clip_model(one_frame)))
 print(".pte: ", helpers.fmt(clip_art.run_raw(one_frame)[0]))
 
 # %% [markdown]
-# No error, no warning: the device ran a shape the export excluded and returned NaN. The `min=2` you
-# declared is **not checked by the runtime**. Eager PyTorch skipped the normalisation for one frame; the
-# `.pte` contains only the normalising branch (export decided `x.shape[1] > 1` from the range), and the
-# standard deviation of one value is NaN.
+# No error, no warning: the device ran a shape the export excluded and returned NaN. The `min=2` you declared is
+# **not checked by the runtime**. Eager PyTorch skipped the normalisation for one frame; the `.pte` holds only the
+# normalising branch, and the standard deviation of one value is NaN.
+#
+# Two questions follow: why is only one branch in the graph, and why did nothing refuse the clip? First, how
+# `dynamic_shapes` is written.
 
 # %% [markdown]
-# ## Declaring a dimension: names and ranges
+# ## Declaring dimensions: names, ranges, equal axes
 #
-# `dynamic_shapes` maps each input (by its `forward()` parameter name) to the axes allowed to vary.
-# `TokenPool` takes token ids and a mask; both have a sequence axis:
+# `dynamic_shapes` maps each input, by its `forward()` parameter name, to the axes allowed to vary. `TokenPool`
+# takes token ids and a mask; both have a sequence axis:
+
+# %%
+show_source(models.TokenPool)
 
 # %%
 token_model = models.TokenPool()
@@ -62,11 +88,9 @@ token_art = helpers.lower(token_model, (ids, mask), dynamic_shapes={"ids": {1: s
 token_art.input_contract()
 
 # %% [markdown]
-# ### One `Dim` on two inputs means "equal"
-#
-# Using the **same** `Dim` object for `ids` and `mask` says "these axes always have the same length".
-# If you give them separate `Dim`s, export finds that `forward()` multiplies them elementwise — which
-# only works when they are equal — and refuses, with the fix:
+# Using the **same** `Dim` object for `ids` and `mask` says "these axes always have the same length". Give them
+# separate `Dim`s and export finds that `forward()` multiplies them elementwise, which only works when they are
+# equal; it refuses, and suggests the fix:
 
 # %%
 d = helpers.diagnose_export(token_model, (ids, mask), {"ids": {1: Dim("ids_len", min=1, max=64)},
@@ -75,84 +99,134 @@ print(next(line.strip() for line in d.message.splitlines() if "must always be eq
 print("torch suggests:", d.suggested_fixes)
 
 # %% [markdown]
-# ### Outside the bounds, at export time
+# ## Why only one branch: 0/1 specialization
 #
-# The example itself must lie inside the range you declare:
+# While tracing, export gives every dynamic size a symbol and a range. It does not start from the range you
+# declare: it starts from **[2, ∞]** and intersects it with yours. Sizes 0 and 1 are special in PyTorch (a size-1
+# axis broadcasts, a size-0 tensor is empty), so export assumes a dynamic size is neither, and *specializes* an
+# axis whose example is 0 or 1. That is **0/1 specialization**. Four places it shows:
+#
+# **1. A `min=1` is traced as 2.** Declare `min=1, max=8` for an axis whose example has 16 tokens, and the error
+# quotes the range export really used (`TokenPool` again, example of 16 tokens):
 
 # %%
 err = helpers.show_error(torch.export.export, token_model, (ids, mask),
                          dynamic_shapes={"ids": {1: Dim("seq", min=1, max=8)}, "mask": {1: Dim("seq", min=1, max=8)}})
 
 # %% [markdown]
-# ### Outside the bounds, at run time
-#
-# Above `max`, the runtime refuses: the memory plan reserved room for 64 tokens and not one more.
+# **2. `Dim.AUTO` and `Dim.DYNAMIC` start at 2.** They are hints, not ranges: export infers the range, and the
+# lower bound it records is its default, 2.
 
 # %%
-long_ids, long_mask = torch.randint(0, 32, (1, 65), generator=g), torch.ones(1, 65)
-err = helpers.show_error(token_art.run_raw, long_ids, long_mask)
+for name, hint in (("Dim.AUTO", Dim.AUTO), ("Dim.DYNAMIC", Dim.DYNAMIC)):
+    ep = torch.export.export(clip_model, (clip,), dynamic_shapes={"x": {1: hint}})
+    print(f"{name}: frames traced in", [f"[{r.lower}, {r.upper}]" for r in ep.range_constraints.values()])
 
 # %% [markdown]
-# Below `min` it does not (the trap above). And the tie between `ids` and `mask`? Export stated it, but
-# the runtime does not check it either: it would hand both lengths to the XNNPACK delegate, whose shape
-# propagation fails on them. In ExecuTorch 1.5.1 such a failure can leave process-wide XNNPACK state broken
-# (programs loaded *afterwards* fail too): undefined behaviour, on a phone as much as here. So `run_raw`,
-# which otherwise does exactly what the device does, refuses this class of input before the runtime, and
-# says why:
+# **3. A size-1 example specializes.** With a one-frame example, a named `Dim` is an error (export could only trace
+# the size 1), and `Dim.AUTO` quietly makes the axis static:
 
 # %%
-err = helpers.show_error(token_art.run_raw, torch.randint(0, 32, (1, 10), generator=g), torch.ones(1, 12))
+err = helpers.show_error(torch.export.export, clip_model, (one_frame,),
+                         dynamic_shapes={"x": {1: Dim("frames", min=1, max=16)}}, max_lines=3)
+ep = torch.export.export(clip_model, (one_frame,), dynamic_shapes={"x": {1: Dim.AUTO}})
+print("Dim.AUTO with a one-frame example:", "no dynamic size at all" if not ep.range_constraints else "dynamic")
 
 # %% [markdown]
-# ## What the `.pte` actually enforces
+# **4. The one-frame trap.** Export traced `ShapeBranch` with frames in [2, 16], so `x.shape[1] > 1` was simply
+# *true*: no guard, no branch, nothing recorded about it. Had the author declared `min=1`, the contract would say
+# `[1, 16]` (export keeps your declared min) while the graph still holds only the ≥ 2 branch: a one-frame clip would
+# then be *inside* the contract and wrong. With `min=2` it is outside the contract, which is honest; but something
+# must refuse it, and the runtime does not. That is the second question.
+
+# %% [markdown]
+# ## What the `.pte` really checks
 #
-# ExecuTorch **strips export's runtime assertions** (the guards that `exported.module()` checks in Python).
-# What the runtime keeps for a dynamic input is its rank and one *maximum* shape — the memory plan's
-# capacity. Look at the signature stored in the file for `TinyVision` re-exported with bounded height and width:
+# ExecuTorch **strips export's runtime assertions** (the guards `exported.module()` checks in Python). For an input
+# with a dynamic axis, the `.pte` keeps its rank, its dtype and one **maximum shape**: the size the memory plan
+# reserved, its *capacity*. Here is the signature stored in the file for `TinyVision` (lesson 06) re-exported with
+# bounded height and width:
 
 # %%
-vision_model, _, frame_64 = shapes.vision_program()
+vision_model = models.TinyVision()
+frame_64 = shapes.camera_frame(64, 64)
 hw = {"x": {2: Dim("height", min=32, max=128), 3: Dim("width", min=32, max=128)}}
 bounded = helpers.lower(vision_model, (frame_64,), dynamic_shapes=hw)
 print(shapes.read_signature(bounded)["forward"])
 print(bounded.input_contract())
 
 # %% [markdown]
-# `sizes=[1, 3, 128, 128]` is all the device knows: rank 4 and at most 49,152 elements. So the runtime
-# accepts any rank-4 frame that fits in that many elements, whatever its axes — including a height above
-# `max` and a size below `min`:
+# `sizes=[1, 3, 128, 128]` is what the device knows about this input. **Predict** what the runtime does with a
+# 1×3×100×150 frame (width 150 is above the declared `max`):
 
 # %%
-for shape in [(1, 3, 48, 64), (1, 3, 160, 64), (1, 3, 16, 16), (1, 3, 200, 200), (2, 3, 64, 64)]:
+questions.ask("07.wide_frame")
+
+# %% [markdown]
+# Five frames straight to the runtime, each compared with eager PyTorch:
+
+# %%
+for shape in [(1, 3, 48, 64), (1, 3, 100, 150), (1, 3, 16, 16), (1, 3, 200, 200), (2, 3, 64, 64)]:
     row = helpers.check_one(vision_model, bounded, (torch.rand(*shape, generator=g),))
     print(f"{str(shape):<16} {row.describe()}")
     if row.status == "rejected":
-        print(f"{'':<17}runtime: {row.runtime_message.split(';')[0]}")
+        print(f"{'':<17}runtime: {row.runtime_message.split('. Error')[0]}")
 
 # %% [markdown]
-# 160×64 and 16×16 are outside the declared ranges and run anyway ("silently accepted"). 200×200 exceeds
-# the capacity and is refused by the runtime's input check. A batch of 2 fits the capacity and passes the
-# input check; XNNPACK then fails mid-execution — a kernel may or may not catch what the contract would have.
+# The device knows rank 4 and room for 1·3·128·128 = 49,152 values, and checks nothing else about the sizes.
+# 100×150 (45,000 values) and 16×16 are outside the declared ranges and run anyway ("silently accepted"). 200×200
+# (120,000 values) needs more room than the plan holds: the runtime's input check refuses it. A batch of 2 (a
+# *static* axis changed) fits in the room and passes that check; the XNNPACK delegate then fails while propagating
+# the new shape, mid-execution. So on a device, nothing enforces a `Dim`'s `min`, the static axes of a dynamic
+# input, or a `max` as long as the input still fits the capacity: each input outside the contract either runs or
+# fails somewhere you did not choose.
 #
-# **The host-side check.** The app must enforce the contract itself, before calling the model.
-# `art.run` does exactly that: it checks the full contract (dtypes, static sizes, every `Dim`'s min and max,
-# tied axes) and says what is wrong and how to fix it:
+# ### The host check
+#
+# The app must enforce the contract itself, before it calls the model: the **host check**. `art.run` does that here:
+# it checks the whole contract (dtypes, static sizes, every `Dim`'s min and max, equal axes) and says what is wrong
+# and how to fix it. It refuses the one-frame clip of the trap:
 
 # %%
 err = helpers.show_error(clip_art.run, one_frame)
 
 # %%
-err = helpers.show_error(bounded.run, torch.rand(1, 3, 160, 64, generator=g))
+err = helpers.show_error(bounded.run, shapes.camera_frame(100, 150))
+
+# %% [markdown]
+# ### What `run_raw` does, precisely
+#
+# `run_raw` is the device's path: no host check, the runtime's own checks only (rank, dtype, capacity; for a
+# static input its exact shape). With one exception. On a program that has a dynamic axis and an XNNPACK delegate,
+# three kinds of input reach the delegate with sizes that contradict each other: a zero-size tensor, two axes that
+# share a `Dim` but differ, and a static axis changed on one of several inputs. In ExecuTorch 1.5.1 the delegate
+# then reads sizes it never set, or fails its shape propagation in a way that can leave XNNPACK's process-wide
+# state broken (programs loaded *afterwards* fail too). That is undefined behaviour, on a phone as here, so
+# `run_raw` refuses those inputs **on the host**, before the runtime, and says so. Reports keep the two apart:
+# *refused on the host* (ours, for undefined behaviour) is not *rejected by the runtime* (its own check). The
+# `ids`/`mask` pair with a broken tie:
+
+# %%
+err = helpers.show_error(token_art.run_raw, torch.randint(0, 32, (1, 10), generator=g), torch.ones(1, 12))
+
+# %% [markdown]
+# The host check says the same thing as a contract violation, with the fix:
 
 # %%
 err = helpers.show_error(token_art.run, torch.randint(0, 32, (1, 10), generator=g), torch.ones(1, 12))
 
 # %% [markdown]
-# ## `Dim.AUTO`, `Dim.DYNAMIC`, `Dim.STATIC` — and an unbounded `Dim`
+# ## `Dim.AUTO`, `Dim.DYNAMIC`, `Dim.STATIC`, and a `Dim` without `max`
 #
-# Recent torch versions let you mark an axis with a hint instead of a named range. Here is what each
-# records for the frames axis of `ShapeBranch` (example: 8 frames). `planned` is the capacity the
-# ExecuTorch memory plan reserved for that axis — what the device will accept at most:
+# Recent torch versions let you mark an axis with a hint instead of a named range. **Predict** first: `TokenPool`
+# exported with `Dim.AUTO` on its sequence axis and a 16-token example. A 40-token request arrives:
+
+# %%
+questions.ask("07.auto_tokens")
+
+# %% [markdown]
+# What each spec records for the frames axis of `ShapeBranch` (example: 8 frames). `planned` is the capacity the
+# memory plan reserved for that axis: the most the device will accept.
 
 # %%
 modes = shapes.dim_modes(clip_model, (clip,), "x", 1, {
@@ -165,74 +239,96 @@ modes = shapes.dim_modes(clip_model, (clip,), "x", 1, {
 pd.DataFrame(modes)[["spec", "recorded", "range", "planned"]]
 
 # %% [markdown]
-# Three things to read in that table:
-#
-# - `Dim.AUTO` let export **infer** the range, and it quietly narrowed the minimum to 2 (the branch needs it):
-#   convenient for exploring, but the contract is now whatever export decided.
-# - Without a `max` (`AUTO`, `DYNAMIC`, or a bare `Dim('frames')`), export records `∞`, and ExecuTorch cannot
-#   plan infinity: it plans the axis at the **example's size**. The "dynamic" artifact accepts at most 8 frames:
+# Without a `max` (`AUTO`, `DYNAMIC`, or a bare `Dim('frames')`), export records `∞`, and ExecuTorch cannot plan
+# memory for infinity. It does **not** plan a conservative worst case: it plans the axis at the **example's size**.
+# The "dynamic" program holds 8 frames at most, and the first longer clip in production is rejected:
 
 # %%
 auto_art = helpers.lower(clip_model, (clip,), dynamic_shapes={"x": {1: Dim.AUTO}})
+print(auto_art.input_contract(), "· planned:", auto_art.runtime_input_shapes())
 err = helpers.show_error(auto_art.run_raw, torch.randn(1, 12, 4, generator=g))
 
 # %% [markdown]
-# - `Dim.AUTO` also hides specialization. `BatchLoop` unrolls `for i in range(x.shape[0])`; with `AUTO` the
-#   batch silently becomes static, while `DYNAMIC` or a named `Dim` turns the same fact into an export error:
+# `Dim.AUTO` can also come out **static without an error**. `BatchLoop` loops over `range(x.shape[0])`, which needs a
+# Python int while tracing (lesson 01). **Predict** what export does with `Dim.AUTO` on its batch:
+
+# %%
+show_source(models.BatchLoop)
+
+# %%
+questions.ask("07.auto_loop")
 
 # %%
 loop_modes = shapes.dim_modes(models.BatchLoop(), (torch.randn(3, 4, generator=g),), "x", 0, {
     "Dim.AUTO": Dim.AUTO, "Dim.DYNAMIC": Dim.DYNAMIC, "Dim('batch', max=8)": Dim("batch", max=8)})
 for row in loop_modes:
-    print(f"{row['spec']:<20} {row['recorded']:<13} {row['note'][:110]}")
+    print(f"{row['spec']:<20} {row['recorded']:<13} {row.get('signature', row['note'][:100])}")
 
 # %% [markdown]
-# For an artifact you ship, write the contract yourself: a **named** `Dim` with an explicit `min` and
-# `max`. The name shows up in errors and in the contract; the `max` turns a potential out-of-memory on
-# a phone into a decision made at export time (and sizes the arena — lesson 08).
+# With `AUTO` the contract reads `x: float32[3, 4]`: the batch is the constant 3, and nothing said so. `DYNAMIC` or
+# a named `Dim` turn the same fact into an export error. The input contract is where you see it: read it after every
+# export that uses `AUTO`.
+#
+# For an artifact you ship, write the contract yourself: a **named** `Dim` with an explicit `min` and `max`. The
+# name shows up in errors and in the contract; the `max` sizes the arena (lesson 08) and turns an out-of-memory on a
+# phone into a decision made at export time.
+
+# %% [markdown]
+# ### ✏️ Exercise 07.bound_dim: the range `ShapeBranch` really supports
+#
+# Write the `dynamic_shapes` for `ShapeBranch` (example: 8 frames) so that clips of 2 to 16 frames pass the host
+# check, run and match eager; a one-frame clip is **outside** the contract (so `run` refuses it instead of the
+# device running it); and the memory plan holds 16 frames, not more. The check exports, lowers and runs your
+# program, and compares it with `ShapeBranch` in eager mode.
+
+# %%
+# ✏️ Exercise 07.bound_dim — edit this cell, then run the check below.
+answer = {"x": {1: Dim("frames", min=1, max=16)}}
+
+# %%
+grade = exercises.check("07.bound_dim", answer)
 
 # %% [markdown]
 # ## Guards on dynamic dimensions
 #
-# When `forward()` does arithmetic on a dynamic size, export must know the arithmetic holds for **every**
-# size in the range. If it does not, export adds a guard and refuses, suggesting a constraint.
-#
-# **`x.view(x.shape[0] * 4, -1)`** — `shapes.ChunkMean` splits each row into 4 chunks and averages them:
+# When `forward()` does arithmetic on a dynamic size, export must know the arithmetic holds for **every** size in the
+# range. If it does not, export adds a guard and refuses, suggesting a constraint. `ChunkMean` views each row of
+# `x` (shape B × T) as 4 chunks and averages each one:
+
+# %%
+show_source(shapes.ChunkMean)
 
 # %%
 x = torch.randn(2, 32, generator=g)
-d = helpers.diagnose_export(shapes.ChunkMean(), (x,), {"x": {1: Dim("T", min=4, max=64)}}, lower=False)
+d = helpers.diagnose_export(shapes.ChunkMean(), (x,), {"x": {1: Dim("T", min=8, max=64)}}, lower=False)
 print(d.message.strip().splitlines()[1].strip())
 print("torch suggests:", " | ".join(d.suggested_fixes))
 
 # %% [markdown]
-# The view needs `T` to be a multiple of 4. Two answers:
+# The view needs `T` to be a multiple of 4 (the guard says `2T % 8 == 0`). Torch suggests a **derived `Dim`**: a
+# root `Dim` (`_T`, the number of chunks) and `T = 4 * _T`, so only multiples of 4 are in the contract. Lengths that
+# are not a multiple of 4 are then outside it, and the host pads them to the next multiple.
 #
-# 1. **Adopt the constraint**: declare `T` as `4 * chunk` (a *derived* `Dim`). Lengths that are not a multiple of
-#    4 are now outside the contract — the host pads to the next multiple of 4.
-# 2. **Rewrite** so the model does no size arithmetic: the host hands over the input already as
-#    `(B, 4, L)` (`shapes.ChunkedMean`), and `L` is a plain `Dim`.
+# ### ✏️ Exercise 07.derived_dim: adopt the suggestion
 #
-# (The contract below says `4*chunk ∈ [8, 64]`, not `[4, 64]`: export assumes a dynamic size is never 0 or 1
-# while tracing, so `chunk` starts at 2. The host check says so; the runtime would not.)
+# Write the `dynamic_shapes` for `ChunkMean` (example: T = 32) so that every T that is a multiple of 4 from 8 to 64
+# exports, passes the host check, runs and matches eager, and T = 30 is refused on the host. The check also
+# re-checks **delegation** against the static export: a fix is done only when that is re-checked too.
 
 # %%
-chunk = Dim("chunk", min=1, max=16)
-chunk_art = helpers.lower(shapes.ChunkMean(), (x,), dynamic_shapes={"x": {1: 4 * chunk}})
-print(chunk_art.input_contract())
-err = helpers.show_error(chunk_art.run, torch.randn(2, 30, generator=g))
-chunk_report = helpers.compare(shapes.ChunkMean(), chunk_art, [torch.randn(2, t, generator=g) for t in (8, 12, 36, 64)])
-print("derived Dim, T = 8, 12, 36, 64:", chunk_report.summary())
+# ✏️ Exercise 07.derived_dim — edit this cell, then run the check below.
+answer = {"x": {1: Dim("T", min=8, max=64)}}
 
-L = Dim("L", min=1, max=16)
-chunked_art = helpers.lower(shapes.ChunkedMean(), (x.view(2, 4, 8),), dynamic_shapes={"x": {2: L}})
-chunked_report = helpers.compare(shapes.ChunkedMean(), chunked_art,
-                                 helpers.probe_inputs((x.view(2, 4, 8),), {"x": {2: L}}))
-print("rewrite, probes at L = 1, 8, 16 (and beyond):", shapes.inside_summary(chunked_report))
+# %%
+grade = exercises.check("07.derived_dim", answer)
 
 # %% [markdown]
-# **Indexing by a computed size** — `shapes.HalfDiff` returns `x[:, :T // 2] - x[:, T // 2:]`. The two
-# halves only line up when `T` is even:
+# ### A slice at a computed index, and what it costs
+#
+# `HalfDiff` returns the first half of each row minus the second half. The halves only line up when T is even:
+
+# %%
+show_source(shapes.HalfDiff)
 
 # %%
 d = helpers.diagnose_export(shapes.HalfDiff(), (x,), {"x": {1: Dim("T", min=2, max=64)}}, lower=False)
@@ -243,107 +339,121 @@ half_report = helpers.compare(shapes.HalfDiff(), half_art, [torch.randn(2, t, ge
 print(half_art.input_contract(), "·", "T = 4, 10, 64:", half_report.summary())
 
 # %% [markdown]
-# Each such message is a place where the model reasons about sizes. Read it as a question — "is this
-# really true for every length you declared?" — and answer it with a tighter or derived `Dim`, or by
-# moving the size arithmetic to the host.
+# The contract says `2*half ∈ [4, 64]`, not `[2, 64]`: export traces the root `half` like any dynamic size, so 0/1
+# specialization starts it at 2. Parity holds. Now re-check delegation, against the static export of the same model:
+
+# %%
+half_static = helpers.lower(shapes.HalfDiff(), (x,))
+print("static: ", half_static.delegation().summary())
+print("dynamic:", half_art.delegation().summary())
+for op, why in shapes.declined_reasons(half_art).items():
+    print(f"  on portable kernels: {op} — {'; '.join(why)}")
 
 # %% [markdown]
-# ## Exercises
+# The static program is entirely on XNNPACK. With the derived `Dim`, the two slices fell back to the portable
+# kernels (and the size arithmetic, reading T and halving it, now happens at run time, as integer operations of the
+# runtime). XNNPACK's slice rule gave its own reason, "invalid dtype": its first check looks at every argument of the node and
+# declines any that is not a tensor, and the slice's end is the symbolic integer T // 2. (In ExecuTorch 1.5.1,
+# XNNPACK's rules also decline a slice whose input or output has a symbolic size, a reshape to a symbolic shape, a
+# bilinear upsample with a dynamic output size and a max-pool with `ceil_mode` on a dynamic shape.) The model still
+# runs, with that part on the portable kernels: nothing tells you unless you read the report.
 #
-# **1. Predict, then reveal.** The bounded classifier above accepts heights 32…128. The device sends a
-# 1×3×100×150 frame (width above its `max`, 45,000 elements — under the 49,152 capacity). What does the
-# raw runtime do?
+# Moving the size arithmetic to the host avoids it: the app splits each row in two and passes two inputs that share
+# one `Dim`, so the model does no size arithmetic at all.
 
 # %%
-my_prediction = "accepted"  # "accepted" or "rejected"
+class HalvesDiff(torch.nn.Module):
+    """HalfDiff with the split done by the host: two inputs of equal length (one shared Dim)."""
 
-# %%
-wide = shapes.camera_frame(100, 150)
-try:
-    bounded.run_raw(wide)
-    actual, why = "accepted", "the runtime checks rank and capacity only; width 150 > max 128 went unnoticed"
-except helpers.RuntimeRejectedError as exc:
-    actual, why = "rejected", exc.reason
-helpers.display.check_prediction(my_prediction, actual, why)
+    def forward(self, first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:
+        return first - second
+
+
+halves = Dim("half", min=1, max=32)
+halves_art = helpers.lower(HalvesDiff(), (x[:, :16].contiguous(), x[:, 16:].contiguous()),
+                           dynamic_shapes={"first": {1: halves}, "second": {1: halves}})
+
+
+def split_on_host(row_batch):
+    half_len = row_batch.shape[1] // 2
+    return row_batch[:, :half_len].contiguous(), row_batch[:, half_len:].contiguous()
+
+
+rows = [torch.randn(2, t, generator=g) for t in (2, 4, 10, 64)]
+host_ok = all(torch.allclose(halves_art.run(*split_on_host(r))[0], shapes.HalfDiff()(r), atol=1e-5) for r in rows)
+print(halves_art.input_contract())
+print(halves_art.delegation().summary(), "· matches HalfDiff on T = 2, 4, 10, 64:", host_ok)
 
 # %% [markdown]
-# **2. Predict, then reveal (widget).** `Dim.AUTO` on the `TokenPool` sequence axis with a 16-token example.
-# What happens to a 40-token request on the device?
-
-# %%
-auto_tokens = helpers.lower(token_model, (ids, mask), dynamic_shapes={"ids": {1: Dim.AUTO}, "mask": {1: Dim.AUTO}})
-
-
-def reveal_auto_tokens():  # runs the already-lowered program: no export while you click
-    row = helpers.check_one(token_model, auto_tokens, (torch.randint(0, 32, (1, 40), generator=g), torch.ones(1, 40)))
-    return row.status, ("Dim.AUTO has no max, so the memory plan holds the example's 16 tokens: "
-                        + row.runtime_message.split(";")[0])
-
-
-quiz = PredictThenReveal("Dim.AUTO, 16-token example, 40-token request?", ["match", "rejected"], reveal_auto_tokens)
-quiz
-
-# %%
-quiz.answer("rejected")
-print(quiz.actual)
-
-# %% [markdown]
-# **3. Change the code.** Give `ShapeBranch` the range it really supports: `Dim("frames", min=2, max=16)` is
-# right *if the app pads one-frame clips*. Write that host step (repeat the frame once), then check that
-# `clip_art.run` accepts it and matches eager.
+# Each guard message is a place where the model reasons about sizes. Read it as a question ("is this really true
+# for every length you declared?") and answer it with a tighter or derived `Dim`, or by moving the size arithmetic
+# to the host; then re-check parity and delegation.
 
 # %% [markdown]
 # ## Parity: inside the contract it matches; outside, something refuses
 #
-# For the token model with its shared, bounded `Dim`: every bound's edge (1, 64), the middle, values of
-# every kind — and the probes just outside (65 tokens; a static axis nudged). Inside the contract: all
-# match. Outside: each probe is refused by the runtime, by eager, or by the host-side check in `art.run`.
-# (A zero-size probe is refused before the runtime: on a delegated program with a dynamic axis the XNNPACK
-# delegate would read an uninitialised size for it.)
+# The token model with its shared, bounded `Dim`: every bound's edge (1 and 64), the middle, values of every kind,
+# and probes just outside (65 tokens, 0 tokens, a broken tie, static axes nudged). The report groups identical
+# outcomes:
 
 # %%
 probes = helpers.probe_inputs((ids, mask), {"ids": {1: seq}, "mask": {1: seq}})
 report = helpers.compare(token_model, token_art, probes)
-report
+print(report)
 
 # %%
-def refused_on_host(art, args):
-    try:
-        art.run(*args)
-    except helpers.InputContractError:
-        return True
-    except helpers.RuntimeRejectedError:
-        return True
-    return False
-
-
-assert report.ok_within_contract, report
-assert all(refused_on_host(token_art, p.args) for p, r in zip(probes, report) if not r.within_contract)
-clip_report = helpers.compare(clip_model, clip_art, helpers.probe_inputs((clip,), {"x": {1: frames}}))
-assert clip_report.ok_within_contract and refused_on_host(clip_art, (one_frame,)), clip_report
-print(report.summary())
-print(clip_report.summary())
+counts = report.counts()
+outside = [r for r in report if not r.within_contract]
+print(f"inside the contract: {sum(r.within_contract for r in report)} probes, all {'match' if report.ok_within_contract else 'NOT matching'}")
+print(f"outside: {len(outside)} probes — {counts['rejected']} rejected by the runtime, {counts['refused']} refused on "
+      f"the host by run_raw (undefined behaviour), {counts['eager_error']} failing in eager already, "
+      f"{len(report.silently_accepted())} run without complaint")
+print("the host check (run) refuses every one of them:",
+      all(token_art.input_contract().violations(p.args) for p, r in zip(probes, report) if not r.within_contract))
 
 # %% [markdown]
 # ## Takeaways
 # - `dynamic_shapes={"input": {axis: Dim("name", min=…, max=…)}}`: the name documents the axis, the range is the
-#   contract. One `Dim` object on two inputs asserts the axes are equal.
-# - An example outside the range fails at export. On the device, above `max` (beyond the planned capacity) is
-#   refused; **below `min`, or an axis above its `max` that still fits the capacity, runs silently**, and a broken
-#   tie reaches the delegate (undefined behaviour): ExecuTorch stripped export's asserts and checks only rank and
-#   element capacity.
-# - So the app checks the contract on the host (`art.run` shows how), and parity tests probe `min`, `max` and
-#   one step beyond each.
-# - `Dim.AUTO`/`DYNAMIC` are for exploring; without a `max`, ExecuTorch plans the axis at the example's size.
-#   Ship a named, bounded `Dim`.
-# - A guard error ("not all values of T satisfy …") marks size arithmetic in `forward()`: adopt the suggested
-#   (derived) `Dim`, or move the arithmetic to the host.
+#   contract. One `Dim` object on two inputs says the axes are equal.
+# - Export traces a dynamic size as ≥ 2 (0/1 specialization): a `min=1` is traced as 2, `AUTO`/`DYNAMIC` start at 2,
+#   a size-1 example specializes, and a branch on `size > 1` keeps only one side. Declare the range the graph
+#   really supports.
+# - On the device, the runtime checks rank, dtype and capacity (the maximum shape in the `.pte`). Below `min`, a
+#   static axis changed, or above `max` but within the capacity: nothing is sure to refuse it (it runs, or fails
+#   mid-execution). Check the contract on the host (`art.run` shows how), and probe every bound's edge and one step
+#   beyond.
+# - `Dim.AUTO` is for exploring: it can come out static without an error (read the contract), and without a `max`,
+#   ExecuTorch plans the axis at the **example's** size. Ship a named, bounded `Dim`.
+# - A guard error marks size arithmetic in `forward()`: adopt the suggested derived `Dim`, or move the arithmetic
+#   to the host; then re-check parity **and** delegation (a dynamic slice left XNNPACK).
 #
-# ## Interview answer
-# *"How do you export a model whose input size varies?"* — Declare it: `dynamic_shapes` maps each input's
-# varying axes to a `Dim` with a name and a range, and reusing one `Dim` across inputs says those axes are equal
-# (ids and mask). Bounds matter on device because the memory plan is sized for the max: a tight upper bound turns
-# a possible OOM in the field into an export-time decision. `Dim.AUTO` is handy for exploring, but a shipped
-# artifact gets an explicit named range. If export reports a guard on a dynamic dimension, the model does size
-# arithmetic I must either bound (a derived `Dim`) or rewrite. And I don't rely on the runtime to enforce the
-# range: ExecuTorch only checks rank and capacity, so the app validates inputs and CI probes every bound's edge.
+# ## Interview question
+#
+# Answer it aloud first (about 30 seconds), then compare with the model answer.
+
+# %%
+interview.ask("07.declare_dynamic")
+
+# %% [markdown]
+# ### Check: what this lesson claims holds
+
+# %%
+helpers.set_progress(False)  # the checks below load cached programs: no progress lines
+assert report.ok_within_contract, report.table()
+assert all(token_art.input_contract().violations(p.args) for p, r in zip(probes, report) if not r.within_contract)
+assert {r.status for r in outside} <= {"rejected", "refused", "eager_error"}, report.table()
+clip_report = helpers.compare(clip_model, clip_art, helpers.probe_inputs((clip,), {"x": {1: frames}}))
+assert clip_report.ok_within_contract and clip_art.input_contract().violations((one_frame,)), clip_report.table()
+assert torch.isnan(clip_art.run_raw(one_frame)[0]).all()  # the trap: the runtime runs it
+assert auto_art.runtime_input_shapes() == [(1, 8, 4)]  # AUTO without max: planned at the example's size
+assert loop_modes[0]["recorded"] == "static 3"
+assert half_report.ok and half_static.delegation().portable_nodes == 0 and half_art.delegation().portable_nodes > 0
+assert host_ok and halves_art.delegation().portable_nodes == 0
+for exercise_id in ("07.bound_dim", "07.derived_dim"):
+    assert exercises.get(exercise_id).check(exercises.solution(exercise_id)).passed, exercise_id
+expected = {"07.one_frame": "diverge", "07.wide_frame": "runs it", "07.auto_tokens": "rejects it",
+            "07.auto_loop": "a static batch, silently"}
+assert {q: questions.get(q).actual()[0] for q in expected} == expected
+helpers.set_progress(None)
+print(f"token model: {report.summary()}")
+print(f"clip model (Dim 2..16): {shapes.inside_summary(clip_report)}; one frame outside the contract")

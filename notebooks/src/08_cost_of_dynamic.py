@@ -2,58 +2,86 @@
 # # 08 · What dynamic costs
 #
 # **What you will learn**
-# - that a partitioner may **decline** an operator once a dimension is symbolic, so part of the graph falls back to
-#   the runtime's portable kernels — the model still runs, only slower, and nothing tells you unless you measure
-#   delegated coverage;
-# - that the memory plan is sized for the **maximum**: the arena grows with a `Dim`'s `max`, and a small input holds
-#   the worst-case arena anyway;
-# - how to measure latency static vs dynamic with the runtime, and how to read the result honestly.
+# - that a partitioner may **decline** an operator once a size is symbolic: that part of the graph falls back to
+#   the portable kernels; the model still runs, and nothing tells you unless you read the delegation report;
+# - how to find out why, in the partitioner's own words, and how to move a declined operator out of the way;
+# - that the memory plan is sized for the **maximum**: the arena grows with a `Dim`'s `max`, and a small input
+#   holds the worst-case arena anyway;
+# - how to measure latency static vs dynamic with the runtime, and how to read it with its spread.
 #
-# (Guard errors during export, the third cost, were lesson 07.)
+# **Terms** (from [lesson 00](00_start_here.ipynb)): partitioner, delegate, XNNPACK, portable kernels, memory plan /
+# arena, `Dim`. From lesson 07: capacity, host check. (Guard errors during export, the third cost, were lesson 07.)
 
 # %%
 import pandas as pd
 import torch
+from torch.export import Dim
 
 import helpers
-from helpers import plots
+from helpers import exercises, interview, models, plots, questions
+from helpers.display import show_source
 from helpers.lessons import shapes
-from helpers.widgets import PredictThenReveal
 
 _ = torch.manual_seed(0)
 
 # %% [markdown]
-# ## The trap, live
+# ## The model under study
 #
-# `shapes.TinySegmenter` is a per-pixel head: two strided convolutions, a bilinear upsample ×4, a 1×1
-# convolution. The team exported it at 64×64, then made height and width dynamic (32…128) "so any camera
-# works". Same model, same weights — look at where the graph runs:
+# `TinySegmenter` is a per-pixel head: two strided convolutions, a bilinear upsample ×4 back to the frame's size, a
+# 1×1 convolution that gives two classes per pixel:
 
 # %%
-model, static, frame, _ = shapes.segmenter_program()
-_, dynamic, _, dynamic_shapes = shapes.segmenter_program(max_side=128)
-
-print(static.delegation().summary())
-print(dynamic.delegation().summary())
+show_source(shapes.TinySegmenter)
 
 # %% [markdown]
-# The static program is one XNNPACK subgraph. The dynamic one is two, with an operator between them on the
-# portable kernels. Which one?
+# The team exported it at 64×64, then made height and width dynamic (32 to 128) "so any camera works". Same model,
+# same weights:
 
 # %%
+model = shapes.TinySegmenter()
+frame = shapes.camera_frame(64, 64)
+static = helpers.lower(model, (frame,))
+dynamic_shapes = {"x": {2: Dim("height", min=32, max=128), 3: Dim("width", min=32, max=128)}}
+dynamic = helpers.lower(model, (frame,), dynamic_shapes=dynamic_shapes)
+print(static.delegation().summary())
+
+# %% [markdown]
+# **Predict.** The static program is entirely on XNNPACK. What about the dynamic one?
+
+# %%
+questions.ask("08.segmenter_delegation")
+
+# %% [markdown]
+# ## The trap, live
+
+# %%
+print(dynamic.delegation().summary())
 dynamic.delegation()
+
+# %% [markdown]
+# The upsample runs on a portable kernel, between two delegated pieces: the graph is split into two XNNPACK calls.
+# Parity is not the problem (it matches eager, below). What changed is where the work runs, and nothing fails to tell
+# you; what that costs in time is measured further down.
 
 # %% [markdown]
 # ## Why it happens: the partitioner declines what it cannot prove
 #
-# The XNNPACK partitioner checks every node against what the backend can run. For `upsample_bilinear2d`
-# its rule says, in its own words, *"XNNPACK's static_resize_bilinear does not support dynamic output
-# sizes"*: with a symbolic height and width, the output size is symbolic, so the node is declined. The
-# partitioner does not fail; it simply leaves the node to the runtime's portable kernel and cuts the
-# delegated graph in two. Other rules of the same kind: a view/reshape with more than one inferred
-# dimension, max-pooling with `ceil_mode` on a dynamic shape.
+# The XNNPACK partitioner checks every node against a rule for its operator. When a rule says no, the partitioner
+# does not fail: it leaves the node to the portable kernels and records why. The reasons, in its own words:
+
+# %%
+for op, why in shapes.declined_reasons(dynamic).items():
+    print(f"{op}: {'; '.join(why)}")
+
+# %% [markdown]
+# XNNPACK's bilinear resize needs its output size when the delegate is built; with a symbolic height and width, the
+# output size is symbolic. In ExecuTorch 1.5.1 the XNNPACK rules that look at dynamic sizes are few: this upsample
+# (dynamic output size), a reshape (`view`) to a shape with a symbolic size, a slice whose input or output has a
+# symbolic size, and a max-pool with `ceil_mode` on a dynamic shape. One check shared by every rule also declines a
+# node with an argument that is not a tensor, such as a size computed at run time: that is what took lesson 07's
+# slice at `T // 2` (as "invalid dtype"). Any other operator is judged the same way for static and dynamic sizes.
 #
-# Delegated coverage, side by side (counts of graph nodes, from each artifact's delegation report):
+# Delegated coverage side by side (graph nodes, from each program's delegation report):
 
 # %%
 variants = {"static 64×64": static, "dynamic 32..128": dynamic}
@@ -69,27 +97,46 @@ plots.delegation_bars({name: art.delegation() for name, art in variants.items()}
                       title="TinySegmenter: where the graph runs")
 
 # %% [markdown]
-# Dynamic is not always a delegation loss: it depends on the operators. The classifier from lesson 06
-# (`TinyVision`: convolutions, a mean, a linear) keeps **every** node on XNNPACK with the same dynamic
-# height and width. You find out by looking, per model:
+# Dynamic is not always a delegation loss: it depends on the operators. **Predict** for the classifier of lesson 06
+# (`TinyVision`: convolutions, relu, a mean over height and width, a linear head), with the same dynamic height and
+# width:
 
 # %%
-vision_model, vision_static, vision_frame = shapes.vision_program()
-vision_dynamic = helpers.lower(vision_model, (vision_frame,), dynamic_shapes=dynamic_shapes)
+questions.ask("08.classifier_portable")
+
+# %%
+vision_model = models.TinyVision()
+vision_static = helpers.lower(vision_model, (frame,))
+vision_dynamic = helpers.lower(vision_model, (frame,), dynamic_shapes=dynamic_shapes)
 print(vision_static.delegation().summary())
 print(vision_dynamic.delegation().summary())
 
 # %% [markdown]
+# You find out by looking, per model.
+
+# %% [markdown]
 # ## Memory planning against the maximum
 #
-# The arena is planned for the **largest** input the contract allows. Re-export the segmenter with
-# growing `max` (each point is a real export + lowering; results are cached):
+# The arena is planned for the **largest** input the contract allows. **Predict** what raising the segmenter's
+# `max` from 128 to 256 changes:
+
+# %%
+questions.ask("08.raise_max")
+
+# %% [markdown]
+# Re-export the segmenter with a growing `max` (each point is a real export and lowering; results are cached):
 
 # %%
 maxes = [64, 96, 128, 192, 256]
-arena = shapes.arena_vs_max(maxes, lambda m: shapes.segmenter_program(max_side=m)[1])
-for m, b in zip(maxes, arena):
-    print(f"max side {m:>3}: arena {b:>10,} bytes")
+helpers.set_progress(False)  # five programs: no progress line for each
+by_max = {m: shapes.segmenter_program(max_side=m)[1] for m in maxes}
+helpers.set_progress(None)
+arena = [by_max[m].planned_memory_bytes() for m in maxes]
+coverage = [by_max[m].delegation().coverage for m in maxes]
+for m, b, c in zip(maxes, arena, coverage):
+    print(f"max side {m:>3}: arena {b:>10,} bytes · {c:.0%} delegated")
+print(f"static 64×64:   arena {static.planned_memory_bytes():>10,} bytes · "
+      f"{static.delegation().coverage:.0%} delegated")
 
 # %%
 plots.series(maxes, {"dynamic (height, width ≤ max)": arena,
@@ -97,147 +144,189 @@ plots.series(maxes, {"dynamic (height, width ≤ max)": arena,
              xlabel="Dim max (pixels per side)", ylabel="planned arena (bytes)",
              title="TinySegmenter: the arena follows the max")
 
+# %%
+per_pixel = [b / (m * m) for m, b in zip(maxes, arena)]
+print("arena bytes per pixel of max × max:", ", ".join(f"{v:.1f}" for v in per_pixel))
+print(f"at max=64 the dynamic arena is {arena[0] / static.planned_memory_bytes():.1f}× the static one at 64×64")
+
 # %% [markdown]
-# The arena grows with max² (height × width). Note also that even at `max=64` the dynamic arena is twice the
-# static one: the activation between the two delegated pieces now lives in the planned arena, because a
-# portable kernel sits between them.
-#
-# The arena is a property of the program, not of the input: a **small** frame holds the worst case too.
-# Run a 32×32 frame on the `max=256` program and compare with what a static 32×32 export needs:
+# The arena grows with max × max (the bytes per pixel of max × max, printed above), and delegation does not change with it:
+# the partitioner declines by the *kind* of size, symbolic or not, not by how large it may get. Even at `max=64` the
+# dynamic arena is larger than the static one at the same size: the activations between the two delegated pieces now
+# live in the planned arena, because a portable kernel reads and writes them. The plan of the `max=64` program (as in
+# lesson 06, `made by` says which step writes each tensor):
+
+# %%
+pd.DataFrame(shapes.memory_plan(by_max[64])).set_index("#")
+
+# %% [markdown]
+# The arena is a property of the program, not of the input: a **small** frame holds the worst case too. A 32×32
+# frame on the `max=256` program, against a static 32×32 export:
 
 # %%
 _, big, _, _ = shapes.segmenter_program(max_side=256)
 _, static_32, frame_32, _ = shapes.segmenter_program(size=32)
-(out,) = big.run_raw(frame_32)
+(out,) = big.run(frame_32)
 print(f"output {tuple(out.shape)} from the max=256 program: arena held {big.planned_memory_bytes():,} bytes")
 print(f"a static 32×32 export needs:                 {static_32.planned_memory_bytes():,} bytes")
 print(f"ratio: {big.planned_memory_bytes() / static_32.planned_memory_bytes():.0f}×")
 
 # %% [markdown]
 # That is why the `max` deserves a real number: it is the memory your app reserves every time it loads the model.
+#
+# ### ✏️ Exercise 08.arena_budget: the whole fleet, within budget
+#
+# The fleet's cameras deliver 48×64, 64×64 and 96×96 frames, and the app can give this model's memory plan at most
+# 400 KiB (409,600 bytes). Write the `dynamic_shapes` for `TinySegmenter` (example: the 64×64 frame) so that every
+# fleet frame passes the host check, runs and matches eager, within that budget. The check builds your program and
+# reads its arena.
+
+# %%
+# ✏️ Exercise 08.arena_budget — edit this cell, then run the check below.
+answer = {"x": {2: Dim("height", min=32, max=256), 3: Dim("width", min=32, max=256)}}
+
+# %%
+grade = exercises.check("08.arena_budget", answer)
 
 # %% [markdown]
 # ## Latency, measured with the runtime
 #
-# Median of 200 calls of `run_raw` (the runtime only) on the same 64×64 frame, after a warm-up. Timings vary
-# between machines and runs, so this cell's output is not compared in CI; read your own numbers.
+# The same 64×64 frame through each program with `run_raw` (the runtime only, one thread). One measurement is the
+# median of 100 calls after a warm-up; the whole set is measured 5 times, the programs interleaved, so each ratio
+# below comes with its spread across rounds. Timings vary between machines and runs: this output is not compared
+# in CI, and the sentences are computed from the numbers above them.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
 torch.set_num_threads(1)
 portable = helpers.lower(model, (frame,), backend="portable")
-latency = {
-    "segmenter static": shapes.median_latency_ms(static, (frame,)),
-    "segmenter dynamic": shapes.median_latency_ms(dynamic, (frame,)),
-    "segmenter portable only": shapes.median_latency_ms(portable, (frame,)),
-    "classifier static": shapes.median_latency_ms(vision_static, (vision_frame,)),
-    "classifier dynamic": shapes.median_latency_ms(vision_dynamic, (vision_frame,)),
-}
-for name, ms in latency.items():
-    print(f"{name:<24} {ms:7.3f} ms")
-seg_ratio = latency["segmenter dynamic"] / latency["segmenter static"]
-cls_ratio = latency["classifier dynamic"] / latency["classifier static"]
-print(f"segmenter: dynamic / static = {seg_ratio:.1f}×   classifier: dynamic / static = {cls_ratio:.2f}×")
+rounds = shapes.latency_rounds({
+    "segmenter static": (static, (frame,)),
+    "segmenter dynamic": (dynamic, (frame,)),
+    "segmenter portable only": (portable, (frame,)),
+    "classifier static": (vision_static, (frame,)),
+    "classifier dynamic": (vision_dynamic, (frame,)),
+}, rounds=5, repeat=100)
+for name, ms in rounds.items():
+    print(f"{name:<24} median {sorted(ms)[len(ms) // 2]:7.3f} ms (rounds: {min(ms):.3f} to {max(ms):.3f})")
+print()
+print(shapes.ratio_sentence("segmenter, dynamic / static", rounds["segmenter dynamic"], rounds["segmenter static"]))
+print(shapes.ratio_sentence("classifier, dynamic / static", rounds["classifier dynamic"], rounds["classifier static"]))
+print(shapes.ratio_sentence("segmenter, portable only / XNNPACK static", rounds["segmenter portable only"],
+                            rounds["segmenter static"]))
 
 # %%
 # NBVAL_IGNORE_OUTPUT
+median = {name: sorted(ms)[len(ms) // 2] for name, ms in rounds.items()}
 plots.grouped_bars(["segmenter", "classifier"],
-                   {"static": [latency["segmenter static"], latency["classifier static"]],
-                    "dynamic": [latency["segmenter dynamic"], latency["classifier dynamic"]]},
+                   {"static": [median["segmenter static"], median["classifier static"]],
+                    "dynamic": [median["segmenter dynamic"], median["classifier dynamic"]]},
                    ylabel="median ms per call", title="Same frame, static vs dynamic program", fmt="{:.3f}")
 
 # %% [markdown]
-# How to read it: where the partitioner declined an operator (the segmenter), the dynamic program is clearly
-# slower — on our 2-core CI machine about 3–5× — because the upsample runs on a portable kernel and the
-# graph is split into two delegate calls. Where everything stayed delegated (the classifier), the two
-# programs differ by a few percent either way: **within noise**. Do not conclude "dynamic is slow"; measure
-# coverage, then latency, per model.
+# How to read it: a difference counts only when every round agrees, which is what the sentences test. Where the
+# partitioner declined an operator, a portable kernel and a second delegate call are on the path of every call; where
+# everything stayed delegated, the two programs run the same operators. Do not conclude "dynamic is slow" or "dynamic
+# is free" from one model: measure coverage, then latency, per model, on the device you ship to.
 
 # %% [markdown]
-# ## The fixes
+# ## The fixes, each re-checked
 #
-# - Keep the path static: normalize frames on the host (lesson 09) — 100% delegated, smallest arena.
-# - If you need several sizes, ship a few static **buckets** (lesson 09): each one fully delegated, each with a
-#   tight arena (a multi-method `.pte` shares the weights).
-# - If you do go dynamic, set the tightest honest `max`, check the delegation report after every change, and
-#   move a declined operator out of the dynamic region if you can (e.g. upsample to a fixed size on the host).
-
-# %% [markdown]
-# ## Exercises
+# **1. Keep the path static.** Normalize frames on the host (lesson 09): one static program, fully delegated, the
+# smallest arena.
 #
-# **1. Predict, then reveal.** Raise the segmenter's `max` from 128 to 256. What changes?
-# `"only the arena"`, `"only delegation"`, `"both"` or `"neither"`?
+# **2. Buckets.** If the fleet has a few frame sizes, ship one static method per size (lesson 09). Each bucket is a
+# static program, so it is delegated like the static export; for this model, entirely:
 
 # %%
-my_prediction = "only the arena"
-
-# %%
-d128, d256 = dynamic.delegation(), big.delegation()
-same_delegation = (d128.delegated_nodes, d128.portable_nodes) == (d256.delegated_nodes, d256.portable_nodes)
-bigger_arena = big.planned_memory_bytes() > dynamic.planned_memory_bytes()
-actual = {(True, True): "only the arena", (False, False): "only delegation", (False, True): "both",
-          (True, False): "neither"}[(same_delegation, bigger_arena)]
-helpers.display.check_prediction(
-    my_prediction, actual,
-    f"delegated {d128.delegated_nodes}→{d256.delegated_nodes} nodes; arena {dynamic.planned_memory_bytes():,} → "
-    f"{big.planned_memory_bytes():,} bytes. The partitioner declines by *kind* of shape (symbolic or not), not by size.")
+fleet = [(48, 64), (64, 64), (96, 96)]
+buckets = helpers.lower_methods({f"frame_{h}x{w}": (model, (shapes.camera_frame(h, w),)) for h, w in fleet})
+for h, w in fleet:
+    method = f"frame_{h}x{w}"
+    row = helpers.check_one(model, buckets, (shapes.camera_frame(h, w, seed=1),), method=method)
+    print(f"{method}: {buckets.delegation(method).summary().split(': ', 1)[1]} · arena "
+          f"{buckets.planned_memory_bytes(method):,} bytes · parity: {row.status}")
 
 # %% [markdown]
-# **2. Predict, then reveal (widget).** The classifier's dynamic program: how many of its nodes run on portable kernels?
+# **3. Move the declined operator out of the dynamic program.** The upsample is the only operator XNNPACK declines.
+# `LowResSegmenter` stops before it and returns the classes at a quarter of the resolution; the app upsamples them
+# (bilinear ×4, a platform image call). A 1×1 convolution and a bilinear upsample commute (the upsample averages
+# with weights that sum to 1), so the pipeline still computes what `TinySegmenter` computes:
 
 # %%
-def reveal_classifier():
-    d = vision_dynamic.delegation()
-    return str(d.portable_nodes), d.summary()
-
-
-quiz = PredictThenReveal("Dynamic TinyVision: nodes on portable kernels?", ["0", "1", "2", "all"], reveal_classifier)
-quiz
+show_source(shapes.LowResSegmenter, shapes.upsample_on_host)
 
 # %%
-quiz.answer("0")
-print(quiz.actual)
+low_res = helpers.lower(shapes.LowResSegmenter(), (frame,), dynamic_shapes=dynamic_shapes)
+print(low_res.delegation().summary())
+print(f"arena: {low_res.planned_memory_bytes():,} bytes (TinySegmenter with the same Dims: "
+      f"{dynamic.planned_memory_bytes():,})")
+pipeline_rows = []
+for h, w in [(32, 32), (48, 64), (64, 64), (96, 96), (128, 96), (36, 100)]:
+    f = shapes.camera_frame(h, w, seed=2)
+    (low,) = low_res.run(f)
+    same = torch.allclose(shapes.upsample_on_host(low), model(f), atol=1e-5)
+    pipeline_rows.append(same)
+    print(f"{h}×{w}: .pte + host upsample {'matches' if same else 'DIFFERS from'} eager TinySegmenter")
 
 # %% [markdown]
-# **3. Change the code.** Make the segmenter's upsample produce a fixed size (`F.interpolate(h, size=(64, 64))`)
-# in a subclass, export it with the same dynamic `Dim`s and look at the delegation report again. What does the
-# output shape mean for a frame that is not 64×64?
+# Fully delegated again, a smaller arena (the upsample's full-resolution tensors are no longer in it), and the same
+# answers.
+#
+# **4. If you stay dynamic**, set the tightest honest `max` and re-read the delegation report after every change.
 
 # %% [markdown]
 # ## Parity: both programs match eager inside their contracts
 #
-# Probes: values of every kind at 64×64, and for the dynamic program each `Dim` at min, middle, max and one step
-# beyond. (The "extremes" probe feeds ±10⁴, so outputs reach ~10⁴; `compare` scales its tolerance with the
-# output's magnitude, so float32 rounding in a different summation order is not mistaken for a divergence.)
+# Probes: values of every kind at 64×64 and, for the dynamic program, each `Dim` at its min, middle and max and one
+# step beyond. (The "extremes" probe feeds ±10⁴, so outputs reach ~10⁴; `compare` scales its tolerance with the
+# output's magnitude, so float32 rounding in a different summation order is not taken for a divergence.)
 
 # %%
 static_report = helpers.compare(model, static, helpers.probe_inputs((frame,)))
-dynamic_probes = helpers.probe_inputs((frame,), dynamic_shapes)
-dynamic_report = helpers.compare(model, dynamic, dynamic_probes)
+dynamic_report = helpers.compare(model, dynamic, helpers.probe_inputs((frame,), dynamic_shapes))
 print("static: ", shapes.inside_summary(static_report))
 print("dynamic:", shapes.inside_summary(dynamic_report))
-
-# %%
-assert static_report.ok_within_contract, static_report
-assert dynamic_report.ok_within_contract, dynamic_report
-assert dynamic.delegation().delegated_nodes <= static.delegation().delegated_nodes
-assert arena == sorted(arena) and arena[0] < arena[-1]
-print("parity inside both contracts; the dynamic program delegates no more nodes; the arena grows with max")
+print(dynamic_report)
 
 # %% [markdown]
 # ## Takeaways
-# - A symbolic dimension can make the partitioner decline an operator (`upsample_bilinear2d` on XNNPACK). The model
-#   still runs, on portable kernels, split into more delegate calls — an invisible regression unless you read
-#   `art.delegation()`.
-# - The memory plan is sized for the `max`: the arena grows with it (here with max²), and every input — even a tiny
-#   one — holds the worst case.
-# - Latency follows coverage: clearly slower where an operator fell back, within noise where nothing did. Measure
-#   with the runtime, per model.
+# - A symbolic size can make the partitioner decline an operator (here `upsample_bilinear2d`: "dynamic output sizes
+#   are not supported"). The model still runs, on portable kernels, split into more delegate calls: a regression
+#   you only see in `art.delegation()` and its reasons.
+# - The memory plan is sized for the `max`: the arena grows with it (here with max × max), and every input, however
+#   small, holds the worst case.
+# - Latency: measure with the runtime, repeat, and call a difference only when every round agrees; per model.
+# - Fixes, each re-checked: normalize on the host, static buckets, or move the declined operator out of the program
+#   (here the upsample, to the app).
 #
-# ## Interview answer
-# *"What does making a dimension dynamic cost on device?"* — Three things. Export may add guards on the dynamic
-# dimension that I have to bound or rewrite. The backend may delegate less: a partitioner that can't handle a
-# symbolic shape in an operator just declines that subgraph, it falls back to portable kernels and runs slower,
-# and you only see it if you measure delegated coverage. And memory planning is done against the maximum, so the
-# app holds the worst-case arena even for small inputs. So I check the delegation report and the planned arena
-# static vs dynamic, measure latency on the runtime, and often prefer normalizing on the host or a few static buckets.
+# ## Interview question
+#
+# Answer it aloud first (about 30 seconds), then compare with the model answer.
+
+# %%
+interview.ask("08.cost_of_dynamic")
+
+# %% [markdown]
+# ### Check: what this lesson claims holds
+
+# %%
+helpers.set_progress(False)  # the checks below load cached programs: no progress lines
+assert static_report.ok_within_contract and dynamic_report.ok_within_contract, dynamic_report.table()
+assert static.delegation().portable_nodes == 0 and dynamic.delegation().portable_ops() == ["aten_upsample_bilinear2d_vec"]
+assert shapes.declined_reasons(dynamic) == {"aten_upsample_bilinear2d_vec": ["dynamic output sizes are not supported"]}
+assert vision_dynamic.delegation().portable_nodes == 0
+assert arena == sorted(arena) and len(set(coverage)) == 1  # the arena grows with max; delegation does not change
+assert max(per_pixel) / min(per_pixel) < 1.1  # ~ max × max
+assert arena[0] > static.planned_memory_bytes()
+assert [r["made by"] for r in shapes.memory_plan(by_max[64])] == ["input", "delegate", "upsample_bilinear2d", "delegate"]
+assert all(buckets.delegation(m).portable_nodes == 0 for m in buckets.methods)
+assert low_res.delegation().portable_nodes == 0 and all(pipeline_rows)
+assert low_res.planned_memory_bytes() < dynamic.planned_memory_bytes()
+assert exercises.get("08.arena_budget").check(exercises.solution("08.arena_budget")).passed
+expected = {"08.segmenter_delegation": "all but one operator", "08.classifier_portable": "0",
+            "08.raise_max": "only the arena"}
+assert {q: questions.get(q).actual()[0] for q in expected} == expected
+helpers.set_progress(None)
+print("parity inside both contracts; the dynamic program loses the upsample to portable kernels; the arena grows "
+      "with max; buckets and the host upsample are fully delegated")

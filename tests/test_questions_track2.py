@@ -1,0 +1,82 @@
+"""The predictions of lessons 06–10: every reveal runs the real pipeline and returns one of its options,
+and the answer each returns today is asserted, so a change of behaviour in torch or ExecuTorch fails
+here instead of silently changing what a lesson teaches."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from helpers import questions
+
+EXPECTED = {
+    "06.camera_frame": "rejected",
+    "06.same_pixels": "rejected",
+    "06.channels_last": "rejected",
+    "07.one_frame": "diverge",
+    "07.wide_frame": "runs it",
+    "07.auto_tokens": "rejects it",
+    "07.auto_loop": "a static batch, silently",
+    "08.segmenter_delegation": "all but one operator",
+    "08.classifier_portable": "0",
+    "08.raise_max": "only the arena",
+    "09.pad_to_512": "about three quarters",
+    "09.bucket_257": "seq_512",
+    "09.fourth_bucket": "a few KB",
+    "10.batch_loop": "input outside the export contract",
+}
+# words the explanation must contain: the reveal explains with the pipeline's own evidence
+EVIDENCE = {
+    "06.camera_frame": "Expected shape (1, 3, 64, 64), but received (1, 3, 48, 64)",
+    "06.channels_last": "received (1, 64, 64, 3)",
+    "07.one_frame": "[nan, nan]",
+    "07.auto_tokens": "maximum capacity of 16 elements",
+    "07.auto_loop": "float32[3, 4]",
+    "08.segmenter_delegation": "dynamic output sizes are not supported",
+    "08.raise_max": "655,424 → 2,621,504",
+    "10.batch_loop": "device input",
+}
+
+ROOT = Path(__file__).resolve().parent.parent
+TRACK = [q for q in questions.catalog() if "06" <= q.lesson[:2] <= "10"]
+
+
+def test_every_question_of_the_track_has_an_expected_answer():
+    assert {q.id for q in TRACK} == set(EXPECTED)
+
+
+@pytest.mark.parametrize("question", TRACK, ids=lambda q: q.id)
+def test_reveal_runs_the_pipeline_and_gives_the_expected_option(question):
+    actual, why = question.reveal_fn()
+    assert actual in question.options
+    assert actual == EXPECTED[question.id], (question.id, actual, why)
+    assert len(why) > 40 and question.prompt.strip()
+    assert EVIDENCE.get(question.id, "") in why, why
+
+
+@pytest.mark.parametrize("question", TRACK, ids=lambda q: q.id)
+def test_the_lesson_asks_the_question_before_anything_answers_it(question):
+    source = (ROOT / "notebooks" / "src" / f"{question.lesson}.py").read_text()
+    asks = [f'questions.ask("{question.id}")', f'questions.reveal("{question.id}", my_prediction)']
+    assert any(a in source for a in asks), question.id
+    assert ".answer(" not in source and "check_prediction" not in source and "PredictThenReveal" not in source
+    if f'questions.reveal("{question.id}"' in source:
+        cell = source[:source.index(f'questions.reveal("{question.id}"')].rsplit("# %%", 1)[1]
+        assert "my_prediction = None" in cell, "a code prediction starts empty"
+
+
+def test_stored_notebooks_hold_no_revealed_verdict():
+    import json
+
+    for lesson in sorted({q.lesson for q in TRACK}):
+        nb = json.loads((ROOT / "notebooks" / f"{lesson}.ipynb").read_text())
+        text = json.dumps([c.get("outputs", []) for c in nb["cells"]])
+        for verdict in ("you predicted", "✓ right", "✗ not quite", "the tools say:"):
+            assert verdict not in text, (lesson, verdict)
+
+
+def test_reveal_without_a_prediction_reveals_nothing(capsys):
+    assert questions.reveal("06.channels_last", None) is None
+    out = capsys.readouterr().out
+    assert out.startswith("No prediction yet") and "rejected" not in out.split(":", 1)[0]
