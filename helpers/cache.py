@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import hashlib
 import json
 import os
@@ -39,7 +40,7 @@ import torch
 
 __all__ = ["cache_dir", "program_key", "dynamic_shapes_repr", "load_entry", "store_entry", "build_lock", "clear_cache"]
 
-FORMAT_VERSION = "4"
+FORMAT_VERSION = "5"
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 # The library code that writes what an entry records beside the program (contract, delegation, notes).
 _RECORDING_CODE = ("lowering.py", "contract.py", "cache.py")
@@ -149,10 +150,16 @@ def _versions() -> dict[str, str]:
         except metadata.PackageNotFoundError:
             return "absent"
 
-    here = Path(__file__).parent
-    code = hashlib.sha256(b"".join((here / f).read_bytes() for f in _RECORDING_CODE)).hexdigest()[:16]
     return {"format": FORMAT_VERSION, "torch": torch.__version__, "executorch": version("executorch"),
-            "python": sys.version.split()[0], "machine": platform.machine(), "helpers": code}
+            "python": sys.version.split()[0], "machine": platform.machine(), "helpers": _recording_code_hash()}
+
+
+@functools.cache
+def _recording_code_hash() -> str:
+    """The hash of the code that writes an entry's metadata, read once per process: the code this process
+    runs (an edit made while it runs belongs to the next process, and to its keys)."""
+    here = Path(__file__).parent
+    return hashlib.sha256(b"".join((here / f).read_bytes() for f in _RECORDING_CODE)).hexdigest()[:16]
 
 
 # ----- storage -------------------------------------------------------------------------------

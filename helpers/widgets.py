@@ -20,7 +20,8 @@ from .parity import ParityRow, check_one, format_diff
 
 __all__ = ["ParityExplorer", "PredictThenReveal", "render_row", "VERDICT_COLOURS"]
 
-VERDICT_COLOURS = {"match": "#2e7d32", "diverge": "#c62828", "rejected": "#ef6c00", "eager error": "#616161"}
+VERDICT_COLOURS = {"match": "#2e7d32", "diverge": "#c62828", "rejected": "#ef6c00", "refused": "#8e5a00",
+                   "eager error": "#616161"}
 
 
 def render_row(row: ParityRow, explanation: str = "") -> str:
@@ -43,6 +44,8 @@ def render_row(row: ParityRow, explanation: str = "") -> str:
         rows.append(("max |Δ|", format_diff(row.max_abs_diff) if row.max_abs_diff is not None else row.runtime_message))
     if row.status == "rejected":
         rows.append(("runtime says", row.runtime_message))
+    if row.status == "refused":
+        rows.append(("refused on the host", row.runtime_message))
     if row.status == "eager_error":
         rows.append(("eager says", row.eager_message))
     if not row.within_contract:

@@ -128,9 +128,12 @@ def cards_html(selected: Sequence[Card] | None = None, title: str = "exportlab Â
 
 
 def _render_answer(c: Card, with_rubric: bool = True) -> str:
-    e = html.escape
+    def e(text: str) -> str:  # text nodes: quotes need no escaping (answers quote torch's messages)
+        return html.escape(text, quote=False)
+
     points = "".join(f"<li>{e(p)}</li>" for p in c.points) if with_rubric else ""
-    return (f"<div class='exportlab-model-answer' data-card='{e(c.id)}'><b>Model answer</b><p>{e(c.answer)}</p>"
+    return (f"<div class='exportlab-model-answer' data-card='{html.escape(c.id)}'><b>Model answer</b>"
+            f"<p>{e(c.answer)}</p>"
             + (f"<b>An interviewer listens for</b><ul>{points}</ul>" if with_rubric else "") + "</div>")
 
 
