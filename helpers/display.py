@@ -115,10 +115,3 @@ def show_source(*objects: Any, title: str = "") -> Source:
     names = ", ".join(getattr(obj, "__name__", type(obj).__name__) for obj in objects)
     return Source(title or names, "\n\n\n".join(parts))
 
-
-def check_prediction(prediction: str, actual: str, why: str = "") -> bool:
-    """Deprecated (being replaced by :func:`helpers.questions.reveal`): print whether ``prediction`` matches."""
-    right = prediction.strip().lower() == actual.strip().lower()
-    mark = "✓ right" if right else f"✗ not quite — you predicted {prediction!r}"
-    print(f"actual: {actual} — {mark}" + (f"\n{why}" if why else ""))
-    return right

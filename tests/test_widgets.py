@@ -90,15 +90,6 @@ def test_predict_then_reveal_acknowledges_a_new_prediction_and_hides_the_old_ans
     assert "✓ right" in quiz.result.value and len(calls) == 2
 
 
-def test_check_prediction_prints_the_verdict(capsys):
-    from helpers.display import check_prediction
-
-    assert check_prediction("Rejected", "rejected") is True
-    assert check_prediction("match", "rejected", "export fixed the batch") is False
-    out = capsys.readouterr().out
-    assert "✓ right" in out and "✗ not quite" in out and "export fixed the batch" in out
-
-
 def test_set_refreshes_once_for_several_controls(static_config):
     explorer = build(static_config)
     calls = []
