@@ -14,7 +14,6 @@ Also here: :func:`draft_issues` (every issue ``torch.export.draft_export`` finds
 
 from __future__ import annotations
 
-import io
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path

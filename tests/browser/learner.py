@@ -302,6 +302,8 @@ def mock_interview(lesson: LessonPage) -> list[float]:
     score = box.locator(".exportlab-interview-score")
     took.append(lesson.interact(score, lambda: box.locator(".exportlab-rubric-point input").first.click()))
     assert score.locator("[data-covered='1']").count() == 1
+    (OUTPUT / "screenshots").mkdir(parents=True, exist_ok=True)
+    box.screenshot(path=str(OUTPUT / "screenshots" / "12_mock_interview_question.png"))  # answered, revealed, ticked
     header = box.locator("[data-index]").first
     took.append(lesson.interact(box, lambda: box.locator("button", has_text="Next question").click()))
     box.locator("[data-index='1']").wait_for(timeout=30_000)
