@@ -3,6 +3,8 @@ exercise's starter is a cell of its lesson (the learner edits the cell the tests
 
 from __future__ import annotations
 
+import ast
+import builtins
 import importlib
 from pathlib import Path
 
@@ -56,3 +58,28 @@ def test_solution_button_reveals_only_on_click():
     assert button.output.value == "" and "hidden" in button._repr_mimebundle_()["text/plain"]
     source = button.reveal()
     assert "class" in source and "data-solution='shown'" in button.output.value
+
+
+def _bound_names(tree: ast.AST) -> set[str]:
+    """Names a piece of code binds anywhere (imports, assignments, defs, classes, loop and comprehension targets)."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.arg):  # parameters of functions and lambdas
+            names.add(node.arg)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+    return names
+
+
+@pytest.mark.parametrize("exercise", exercises.catalog(), ids=lambda e: e.id)
+def test_the_solution_runs_in_its_lesson(exercise):
+    """A learner who copies the solution into the starter cell needs every name it uses in the lesson."""
+    solution = ast.parse(exercise.solution_source)
+    used = {n.id for n in ast.walk(solution) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    lesson = ast.parse((ROOT / "notebooks" / "src" / f"{exercise.lesson}.py").read_text())
+    missing = used - _bound_names(solution) - _bound_names(lesson) - set(dir(builtins))
+    assert not missing, f"{exercise.id}: the solution uses {sorted(missing)}, which its lesson never defines"

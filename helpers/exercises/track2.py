@@ -409,10 +409,10 @@ _PICK_BUCKETS_SOLUTION = '''
 from itertools import combinations
 
 # Try every set of 3 inner edges on multiples of 32, plus 512 for the longest requests; keep the least padding.
-lengths = request_lengths()
+lengths = bucketing.request_lengths()
 candidates = range(32, 512, 32)
 answer = min(([*inner, 512] for inner in combinations(candidates, 3)),
-             key=lambda buckets: padding_waste(lengths, buckets))
+             key=lambda buckets: bucketing.padding_waste(lengths, buckets))
 '''
 
 
@@ -611,6 +611,6 @@ def _segmenter_class() -> type:
 
 
 def _bucket_context() -> dict[str, Any]:
-    from ..lessons.bucketing import padding_waste, request_lengths
+    from ..lessons import bucketing
 
-    return {"request_lengths": request_lengths, "padding_waste": padding_waste}
+    return {"bucketing": bucketing}
