@@ -31,7 +31,6 @@ from typing import Any
 
 import torch
 
-from ._quiet import import_executorch_quietly
 from .artifact import PteArtifact
 
 __all__ = ["Diagnosis", "diagnose_export", "diagnose_exception", "diagnose_failure", "KINDS"]
@@ -276,7 +275,6 @@ def diagnose_export(model: torch.nn.Module, example_args: Any, dynamic_shapes: A
     """
     from .lowering import export_methods, lower_exported
 
-    import_executorch_quietly()
     if isinstance(example_args, torch.Tensor):
         example_args = (example_args,)
     example_args = tuple(example_args)

@@ -55,11 +55,9 @@ def quiet_export_logs() -> None:
     """Silence two timestamped ERROR logs: ``torch.export._trace`` (for classified export errors) and
     ``torch._subclasses.fake_tensor`` (eager ``torch.cond`` on an input its branches cannot take).
 
-    ``helpers`` resets torch's loggers when it first imports ExecuTorch, so that import happens first.
+    (``helpers`` quiets them again after it imports ExecuTorch's compiler, which resets torch's loggers; that
+    import happens only when a program is built, so a lesson whose programs are cached never pays for it.)
     """
-    from helpers._quiet import import_executorch_quietly
-
-    import_executorch_quietly()
     for name in ("torch.export._trace", "torch._subclasses.fake_tensor"):
         logging.getLogger(name).setLevel(logging.CRITICAL)
 

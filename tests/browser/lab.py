@@ -56,6 +56,7 @@ _FIRST_VERDICT_JS = r"""
     for (const out of panel.querySelectorAll('.jp-OutputArea-output')) {
       if (out.querySelector('.exportlab-verdict')) return true;
       const text = out.textContent || '';
+      if (/^\.pte\b/m.test(text) || text.includes('RuntimeRejectedError')) return true;  // a .pte's own result
       if (text.includes('→ .pte (')) seenPte = true;
       if (seenPte && /\b(match|matches|diverge|diverges|rejected|refused)\b/.test(text)) return true;
     }
@@ -195,8 +196,9 @@ class LessonPage:
     def run_all_timing_first_verdict(self, timeout_ms: int = 300_000) -> float:
         """Clear the stored outputs, Run All, and return the seconds until the first verdict is in the DOM.
 
-        A verdict is an ``.exportlab-verdict`` element, or an output that names one (match, diverge,
-        rejected, refused) in or after the first cell that loaded a ``.pte`` (its "→ .pte (…)" progress line).
+        A verdict is an ``.exportlab-verdict`` element, a line starting with ``.pte`` (the lessons print a
+        program's result that way, next to eager's), the runtime refusing an input, or an output that names one
+        (match, diverge, rejected, refused) in or after the first cell that loaded a ``.pte`` ("→ .pte (…)").
         """
         self.page.evaluate("() => window.jupyterapp.commands.execute('notebook:clear-all-cell-outputs')")
         self.page.evaluate(_FIRST_VERDICT_JS)

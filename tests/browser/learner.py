@@ -25,7 +25,7 @@ VERDICTS = re.compile(r"^(match|diverge|rejected|refused|eager error|outside con
 REVEALED_TEXT = re.compile(r"✓ right|✗ you predicted|✗ not quite|you predicted")
 REVEALED_ELEMENTS = "[data-solution='shown'], .exportlab-model-answer, .exportlab-reveal .exportlab-verdict"
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
-INTERACTIONS_PER_LESSON = 20
+INTERACTIONS_PER_LESSON = 14
 
 
 def lessons(first: int = 0, last: int = 99) -> list[str]:
