@@ -15,7 +15,7 @@ help:
 	@echo "make test   - lint + unit tests + every notebook under strict nbval + real-browser widget tests"
 	@echo "make notebooks - re-execute every notebook and save its outputs (after editing a lesson)"
 	@echo "make cards  - printable interview answer cards: build/interview-cards.html"
-	@echo "make bench  - benchmarks (cold vs cached lower, run vs run_raw, eager vs .pte, widget latency)"
+	@echo "make bench  - benchmarks (cache and soundness cost, widget latency, exercise checks, first verdict per lesson)"
 
 $(STAMP): requirements.txt pyproject.toml
 	@test -d $(VENV) || $(PYTHON) -m venv $(VENV)
@@ -62,9 +62,11 @@ cards: $(STAMP)
 	$(BIN)/python -m helpers.interview cards build/interview-cards.html
 
 bench: $(STAMP)
+	bash tools/ensure_chromium.sh
 	$(BIN)/python benchmarks/bench_core.py
 	$(BIN)/python benchmarks/bench_widgets.py
 	$(BIN)/python benchmarks/bench_exercises.py
+	$(BIN)/python benchmarks/bench_first_verdict.py
 
 clean-cache:
 	rm -rf .cache/exportlab

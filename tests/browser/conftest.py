@@ -25,17 +25,6 @@ def lab_server():
             server.stop()
 
 
-@pytest.fixture(scope="module")
-def cold_lab_server():
-    """A JupyterLab server whose kernels use a cache of their own (emptied before each measurement)."""
-    with tempfile.TemporaryDirectory(prefix="exportlab-cold-") as tmp:
-        server = LabServer(Path(tmp), cache_dir=Path(tmp) / "cache").start()
-        try:
-            yield server
-        finally:
-            server.stop()
-
-
 @pytest.fixture(scope="session")
 def browser():
     from playwright.sync_api import sync_playwright

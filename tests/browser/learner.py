@@ -33,22 +33,6 @@ def lessons(first: int = 0, last: int = 99) -> list[str]:
     return [p.name for p in sorted((ROOT / "notebooks").glob("*.ipynb")) if first <= int(p.name[:2]) <= last]
 
 
-def first_verdict_with_an_empty_cache(server, browser, name: str) -> float:
-    """Run All on a fresh kernel with nothing cached; seconds until the first verdict is in the DOM."""
-    import shutil
-
-    shutil.rmtree(server.cache_dir, ignore_errors=True)  # every lesson starts from an empty cache
-    page = browser.new_page(viewport={"width": 1300, "height": 1000})
-    try:
-        lesson = LessonPage(page, server, name)
-        seconds = lesson.run_all_timing_first_verdict()
-        record_first_verdict("empty", name.removesuffix(".ipynb"), seconds)
-        return seconds
-    finally:
-        page.close()
-        shutdown_kernels(server)
-
-
 def widget_notebooks(first: int = 0, last: int = 99) -> list[str]:
     """The lessons numbered ``first``..``last`` whose stored outputs include a widget."""
     names = []

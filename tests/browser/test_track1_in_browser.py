@@ -7,7 +7,7 @@ import urllib.request
 
 import pytest
 
-from .learner import first_verdict_with_an_empty_cache, lessons, use_lesson_like_a_learner, widget_notebooks
+from .learner import use_lesson_like_a_learner, widget_notebooks
 
 
 def test_every_widget_lesson_has_a_browser_test():
@@ -30,8 +30,3 @@ def test_repo_settings_are_in_effect(lab_server):
     effective = settings["settings"].get("windowingMode", settings["schema"]["properties"]["windowingMode"]["default"])
     assert effective == "none"
 
-
-@pytest.mark.parametrize("name", lessons(0, 5))
-def test_first_verdict_with_an_empty_cache(cold_lab_server, browser, name):
-    """Run All → the first verdict in the page, on a fresh kernel and an empty cache (times: test-output/)."""
-    assert first_verdict_with_an_empty_cache(cold_lab_server, browser, name) > 0

@@ -4,15 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from .learner import first_verdict_with_an_empty_cache, lessons, use_lesson_like_a_learner, widget_notebooks
+from .learner import use_lesson_like_a_learner, widget_notebooks
 
 
 @pytest.mark.parametrize("name", widget_notebooks(6, 99))
 def test_widget_lesson_in_the_browser(lab_server, browser, name):
     use_lesson_like_a_learner(lab_server, browser, name)
 
-
-@pytest.mark.parametrize("name", lessons(6, 99))
-def test_first_verdict_with_an_empty_cache(cold_lab_server, browser, name):
-    """Run All → the first verdict in the page, on a fresh kernel and an empty cache (times: test-output/)."""
-    assert first_verdict_with_an_empty_cache(cold_lab_server, browser, name) > 0
