@@ -15,7 +15,8 @@ class SolutionButton:
         import ipywidgets as w
 
         self.exercise = exercise
-        self.button = w.Button(description="Show solution", icon="eye", tooltip="reveals one way to pass the check")
+        self.button = w.Button(description="Show solution", icon="eye", tooltip="reveals one way to pass the check",
+                               layout=w.Layout(width="auto"))
         self.output = w.HTML("")
         self.output.add_class("exportlab-solution")
         self.button.on_click(lambda _b: self.reveal())

@@ -18,7 +18,7 @@ class InterviewQuestion:
         self._render = _render_answer
         self.text = w.Textarea(placeholder="Your answer, as you would say it (about 30 seconds)…",
                                layout=w.Layout(width="100%", height="6em"))
-        self.button = w.Button(description="Show model answer", icon="eye")
+        self.button = w.Button(description="Show model answer", icon="eye", layout=w.Layout(width="auto"))
         self.output = w.HTML("")
         self.output.add_class("exportlab-interview")
         self.button.on_click(lambda _b: self.reveal())

@@ -163,9 +163,11 @@ class MockInterview:
         box.question = w.HTML()
         box.text = w.Textarea(placeholder="Your answer, as you would say it (about 30 seconds)…",
                               layout=w.Layout(width="100%", height="7em"))
-        box.reveal_button = w.Button(description="Reveal model answer", button_style="primary", icon="eye")
-        box.next_button = w.Button(description="Next question", icon="arrow-right")
-        box.shuffle_button = w.Button(description="Reshuffle", icon="random", tooltip="draw other questions")
+        auto = w.Layout(width="auto")  # the whole label, however long
+        box.reveal_button = w.Button(description="Reveal model answer", button_style="primary", icon="eye", layout=auto)
+        box.next_button = w.Button(description="Next question", icon="arrow-right", layout=auto)
+        box.shuffle_button = w.Button(description="Reshuffle", icon="random", tooltip="draw other questions",
+                                      layout=auto)
         box.answer_area = w.HTML()
         box.answer_area.add_class("exportlab-interview-answer")
         box.rubric = w.VBox()
