@@ -240,6 +240,28 @@ class PteArtifact:
             raise KeyError(f"no method '{method}' in this program; it has: {', '.join(self.methods)}")
         return self._meta["methods"][method]
 
+    def _serialized(self, method: str) -> dict[str, Any]:
+        recorded = self._info(method).get("serialized")
+        if not recorded:  # an entry written before this was recorded: read the bytes (imports the compiler)
+            from .serialized import read_methods
+
+            recorded = read_methods(self._pte)[method]
+        return recorded
+
+    def instructions(self, method: str = "forward") -> list[tuple[str, str]]:
+        """``method``'s instructions in the order the runtime walks them, ``(kind, detail)`` each
+        (``KernelCall`` and its operator, ``DelegateCall``, ``JumpFalseCall`` and its target, ``MoveCall``).
+
+        Read from the serialized ``.pte`` when it was built (:mod:`helpers.serialized`)."""
+        return [(kind, detail) for kind, detail in self._serialized(method)["instructions"]]
+
+    def memory_plan(self, method: str = "forward") -> list[dict[str, Any]]:
+        """Every memory-planned tensor of ``method``: its number (``#``, from 1), what produced it, its
+        shape, bytes, arena and offset in that arena, as ``to_executorch()`` fixed them in the ``.pte``.
+
+        Read from the serialized ``.pte`` when it was built (:mod:`helpers.serialized`)."""
+        return [{**row, "shape": tuple(row["shape"])} for row in self._serialized(method)["memory_plan"]]
+
     def input_contract(self, method: str = "forward") -> InputContract:
         """The inputs ``method`` accepts: dtypes, static sizes, named ``Dim`` ranges and ties."""
         self._info(method)

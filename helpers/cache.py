@@ -40,10 +40,10 @@ import torch
 
 __all__ = ["cache_dir", "program_key", "dynamic_shapes_repr", "load_entry", "store_entry", "build_lock", "clear_cache"]
 
-FORMAT_VERSION = "5"
+FORMAT_VERSION = "6"
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 # The library code that writes what an entry records beside the program (contract, delegation, notes).
-_RECORDING_CODE = ("lowering.py", "contract.py", "cache.py")
+_RECORDING_CODE = ("lowering.py", "contract.py", "cache.py", "serialized.py")
 
 
 def cache_dir() -> Path:

@@ -32,7 +32,7 @@ from typing import Any
 
 import torch
 
-from . import cache
+from . import cache, serialized
 from ._quiet import captured_output, import_executorch_quietly, runtime_log_lines
 from ._runtime import load_program
 from .artifact import _LIVE_PROGRAMS, PteArtifact, RuntimeRejectedError
@@ -305,6 +305,7 @@ def _build(methods: dict[str, tuple[torch.nn.Module, tuple[Any, ...], Any]],
         program = edge.to_executorch()
         pte = bytes(program.buffer)
     plans = {plan.name: list(plan.non_const_buffer_sizes) for plan in program.executorch_program.execution_plan}
+    read_back = serialized.read_methods(pte)  # instructions and memory plan, read while the compiler is loaded
 
     with _stage("load"), captured_output():
         loaded = load_program(pte)
@@ -343,6 +344,7 @@ def _build(methods: dict[str, tuple[torch.nn.Module, tuple[Any, ...], Any]],
             "user_outputs": user_outputs, "runtime_outputs": runtime_outputs,
             "declined": _declined_for(name, reasons, edge_ep) if backend == "xnnpack" else [],
             "xnnpack_rules": _xnnpack_rules() if backend == "xnnpack" else [],
+            "serialized": read_back.get(name, {}),
         }
     return pte, meta
 

@@ -231,13 +231,21 @@ sys.path.insert(0, sys.argv[1])
 import usermodels
 
 x = torch.ones(2, 4)
-result = {}
+result, artifacts = {}, {}
 for name in sys.argv[2:]:
     model = getattr(usermodels, name)()
     before = len(builds)
-    (out,) = helpers.lower(model, (x,), backend="portable").run(x)  # portable: the fastest real build
+    artifact = artifacts[name] = helpers.lower(model, (x,), backend="portable")  # portable: the fastest build
+    (out,) = artifact.run(x)
     with torch.no_grad():
         result[name] = {"matches": bool(torch.allclose(out, model(x), atol=1e-5)), "built": len(builds) > before}
+# what the lessons read from the serialized program and from the runtime's view of it (the first model's)
+from helpers.lessons import shapes
+artifact = artifacts[sys.argv[2]]
+result["read back"] = {"instructions": [kind for kind, _ in artifact.instructions()],
+                       "planned tensors": len(artifact.memory_plan()),
+                       "signature": [list(m.input_tensor_meta(0).sizes())
+                                     for m in shapes.read_signature(artifact.pte_bytes).values()]}
 result["compiler imported"] = "executorch.exir" in sys.modules
 print(json.dumps(result))
 """
@@ -280,5 +288,10 @@ def test_across_processes_an_edited_module_and_a_random_default_are_rebuilt(tmp_
     assert second["ReadsConfig"] == {"matches": True, "built": True}, "a stale program was served"
     assert second["OptionalInput"] == {"matches": True, "built": True}, "the previous process's default was baked"
 
-    third = run("ReadsConfig")  # nothing changed: a hit, loaded without importing the compiler
-    assert third == {"ReadsConfig": {"matches": True, "built": False}, "compiler imported": False}
+    third = run("ReadsConfig")  # nothing changed: a hit, loaded and read without importing the compiler
+    assert third["read back"] == second["read back"], "the cached entry reads back a different program"
+    assert set(third["read back"]["instructions"]) == {"KernelCall"}  # portable kernels only: no delegate, no jump
+    assert third["read back"]["signature"] == [[2, 4]]
+    assert third["read back"]["planned tensors"] >= 2  # the input and the output
+    assert {k: v for k, v in third.items() if k != "read back"} == {
+        "ReadsConfig": {"matches": True, "built": False}, "compiler imported": False}

@@ -23,9 +23,6 @@ from helpers import doctor
 from helpers.zoo import ZOO
 
 ROOT = Path(__file__).resolve().parent.parent
-# torch warns that nn.GRU re-assigns its flat weights while being traced: true, and harmless here
-pytestmark = pytest.mark.filterwarnings("ignore:The tensor attributes self.rnn._flat_weights")
-
 # architecture → (entry lowered and compared, entry examined by the doctor with dynamic axes)
 ARCHITECTURES = {
     "BERT": ("bert", "bert"),

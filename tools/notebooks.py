@@ -16,6 +16,7 @@ import hashlib
 import json
 import os
 import re
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -99,7 +100,7 @@ def execute(names: list[str]) -> None:
         start = time.perf_counter()
         client = NotebookClient(nb, timeout=900, kernel_name="python3", store_widget_state=False,
                                 resources={"metadata": {"path": str(NOTEBOOKS)}})
-        client.execute()
+        client.execute(stderr=subprocess.DEVNULL)  # the kernel process's own log lines, not the cells' stderr
         _clean(nb)
         nbformat.validate(nb)
         target.write_text(json.dumps(nb, indent=1, ensure_ascii=False, sort_keys=True) + "\n")
@@ -111,7 +112,7 @@ def _warm_one(path: str) -> tuple[str, float, str]:
     nb = nbformat.read(path, as_version=4)
     try:
         NotebookClient(nb, timeout=900, kernel_name="python3", store_widget_state=False,
-                       resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
+                       resources={"metadata": {"path": str(NOTEBOOKS)}}).execute(stderr=subprocess.DEVNULL)
         problem = ""
     except Exception as exc:  # noqa: BLE001 - report and go on: a lesson that fails still warms the others
         problem = f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"

@@ -306,28 +306,9 @@ class Instructions:
 
 
 def instructions(artifact: PteArtifact, method: str = "forward") -> Instructions:
-    """Read the serialized ``.pte``: the instructions of ``method`` (kernel calls, delegate calls, jumps, moves)."""
-    from executorch.exir._serialize._program import deserialize_pte_binary
-
-    program = deserialize_pte_binary(artifact.pte_bytes)
-    program = getattr(program, "program", program)
-    plan = next(p for p in program.execution_plan if p.name == method)
-    ops = [o.name for o in plan.operators]
-    steps = []
-    for chain in plan.chains:
-        for instruction in chain.instructions:
-            args = instruction.instr_args
-            kind = type(args).__name__
-            if kind == "KernelCall":
-                detail = ops[args.op_index]
-            elif kind == "JumpFalseCall":
-                detail = f"if false, jump to {args.destination_instruction}"
-            elif kind == "DelegateCall":
-                detail = "the XNNPACK subgraph"
-            else:
-                detail = ""
-            steps.append((kind, detail))
-    return Instructions(method, tuple(steps))
+    """The instructions of ``method`` (kernel calls, delegate calls, jumps, moves), read from the serialized
+    ``.pte`` (:meth:`PteArtifact.instructions`)."""
+    return Instructions(method, tuple(artifact.instructions(method)))
 
 
 def node_counts(delegation: Any) -> dict[str, int]:

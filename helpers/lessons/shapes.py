@@ -80,18 +80,14 @@ def read_signature(pte: str | Path | bytes | PteArtifact) -> dict[str, Any]:
     buffer is memory-planned and how many bytes it holds. It is read from the file, not from
     anything Python remembered at export time.
     """
-    from .._quiet import captured_output, import_executorch_quietly
-
-    import_executorch_quietly()
-    from executorch.runtime import Runtime
+    from .._runtime import load_program
 
     if isinstance(pte, PteArtifact):
         with tempfile.TemporaryDirectory() as tmp:
             return read_signature(pte.save(Path(tmp) / "model.pte").read_bytes())
     data = pte if isinstance(pte, bytes) else Path(pte).read_bytes()
-    with captured_output():
-        program = Runtime.get().load_program(data)
-    return {name: MethodSignature(program, program.metadata(name)) for name in sorted(program.method_names)}
+    program = load_program(data)  # the runtime's compiled module: what executorch.runtime.Runtime calls
+    return {name: MethodSignature(program, program.method_meta(name)) for name in sorted(program.method_names)}
 
 
 class MethodSignature:
@@ -123,33 +119,7 @@ def memory_plan(artifact: PteArtifact, method: str = "forward") -> list[dict[str
     ``delegate`` for an output of a delegated subgraph; a ``view`` shares the bytes of the tensor it
     views and has no kernel of its own).
     """
-    from executorch.exir._serialize._program import deserialize_pte_binary
-
-    program = deserialize_pte_binary(artifact._pte).program
-    plan = next(p for p in program.execution_plan if p.name == method)
-    producers: dict[int, str] = {int(i): "input" for i in plan.inputs}
-    for chain in plan.chains:
-        for instruction in chain.instructions:
-            call = instruction.instr_args
-            if type(call).__name__ == "KernelCall" and call.args:
-                producers.setdefault(int(call.args[-1]), plan.operators[call.op_index].name.replace("aten::", ""))
-            elif type(call).__name__ == "DelegateCall":  # its arguments not produced before are its outputs
-                for arg in call.args:
-                    producers.setdefault(int(arg), "delegate")
-    rows = []
-    for index, value in enumerate(plan.values):
-        tensor = value.val
-        info = getattr(tensor, "allocation_info", None)
-        if type(tensor).__name__ != "Tensor" or info is None:
-            continue
-        numel = 1
-        for s in tensor.sizes:
-            numel *= s
-        elem = torch.empty((), dtype=_SCALAR_TYPES.get(int(tensor.scalar_type), torch.float32)).element_size()
-        rows.append({"#": len(rows) + 1, "made by": producers.get(index, "view"), "value": index,
-                     "shape": tuple(tensor.sizes), "bytes": numel * elem,
-                     "arena": int(info.memory_id), "offset": int(info.memory_offset_low)})
-    return rows
+    return artifact.memory_plan(method)
 
 
 def plot_memory_plan(rows: list[dict[str, Any]], title: str = "The memory plan: where each tensor lives"):
@@ -174,10 +144,6 @@ def plot_memory_plan(rows: list[dict[str, Any]], title: str = "The memory plan: 
     fig.tight_layout()
     plt.close(fig)
     return fig
-
-
-_SCALAR_TYPES = {0: torch.uint8, 1: torch.int8, 2: torch.int16, 3: torch.int32, 4: torch.int64, 5: torch.float16,
-                 6: torch.float32, 7: torch.float64, 11: torch.bool}
 
 
 class FrameTokens(nn.Module):

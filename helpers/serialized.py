@@ -1,0 +1,81 @@
+"""Read a serialized ``.pte``: each method's instruction stream and its memory plan.
+
+Reading the flatbuffer needs the ahead-of-time compiler's deserializer (``executorch.exir``, ~3 s to
+import), so :func:`helpers.lower` reads every program it builds once, right after ``to_executorch()``,
+and keeps the result beside the program in the cache. A cached program then answers
+:meth:`PteArtifact.instructions` and :meth:`PteArtifact.memory_plan` without the compiler.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+__all__ = ["read_methods"]
+
+# ExecuTorch's ScalarType numbering (executorch/runtime/core/portable_type/scalar_type.h)
+_SCALAR_TYPES = {0: torch.uint8, 1: torch.int8, 2: torch.int16, 3: torch.int32, 4: torch.int64,
+                 5: torch.float16, 6: torch.float32, 7: torch.float64, 11: torch.bool, 15: torch.bfloat16}
+
+
+def read_methods(pte: bytes) -> dict[str, dict[str, Any]]:
+    """``{method: {"instructions": [[kind, detail], ...], "memory_plan": [row, ...]}}`` read from ``pte``.
+
+    An instruction is ``(kind, detail)``: ``KernelCall`` with its operator, ``DelegateCall`` (a delegated
+    subgraph), ``JumpFalseCall`` with its target, ``MoveCall``, …, in the order the runtime walks them.
+    A memory-plan row is one planned tensor, in value order: its number (``#``, from 1), what produced it
+    (``input``, an operator, ``delegate`` for an output of a delegated subgraph, ``view`` for a tensor that
+    shares another's bytes), its shape, bytes, arena and offset in that arena.
+    """
+    from executorch.exir._serialize._program import deserialize_pte_binary
+
+    program = deserialize_pte_binary(bytes(pte))
+    program = getattr(program, "program", program)
+    return {plan.name: {"instructions": _instructions(plan), "memory_plan": _memory_plan(plan)}
+            for plan in program.execution_plan}
+
+
+def _instructions(plan: Any) -> list[list[str]]:
+    ops = [o.name for o in plan.operators]
+    steps = []
+    for chain in plan.chains:
+        for instruction in chain.instructions:
+            args = instruction.instr_args
+            kind = type(args).__name__
+            if kind == "KernelCall":
+                detail = ops[args.op_index]
+            elif kind == "JumpFalseCall":
+                detail = f"if false, jump to {args.destination_instruction}"
+            elif kind == "DelegateCall":
+                detail = "the XNNPACK subgraph"
+            else:
+                detail = ""
+            steps.append([kind, detail])
+    return steps
+
+
+def _memory_plan(plan: Any) -> list[dict[str, Any]]:
+    producers: dict[int, str] = {int(i): "input" for i in plan.inputs}
+    for chain in plan.chains:
+        for instruction in chain.instructions:
+            call = instruction.instr_args
+            if type(call).__name__ == "KernelCall" and call.args:
+                producers.setdefault(int(call.args[-1]), plan.operators[call.op_index].name.replace("aten::", ""))
+            elif type(call).__name__ == "DelegateCall":  # its arguments not produced before are its outputs
+                for arg in call.args:
+                    producers.setdefault(int(arg), "delegate")
+    rows = []
+    for index, value in enumerate(plan.values):
+        tensor = value.val
+        info = getattr(tensor, "allocation_info", None)
+        if type(tensor).__name__ != "Tensor" or info is None:
+            continue
+        numel = 1
+        for s in tensor.sizes:
+            numel *= s
+        elem = torch.empty((), dtype=_SCALAR_TYPES.get(int(tensor.scalar_type), torch.float32)).element_size()
+        rows.append({"#": len(rows) + 1, "made by": producers.get(index, "view"), "value": index,
+                     "shape": list(tensor.sizes), "bytes": numel * elem,
+                     "arena": int(info.memory_id), "offset": int(info.memory_offset_low)})
+    return rows
