@@ -260,7 +260,9 @@ class PteArtifact:
         shape, bytes, arena and offset in that arena, as ``to_executorch()`` fixed them in the ``.pte``.
 
         Read from the serialized ``.pte`` when it was built (:mod:`helpers.serialized`)."""
-        return [{**row, "shape": tuple(row["shape"])} for row in self._serialized(method)["memory_plan"]]
+        columns = ("#", "made by", "value", "shape", "bytes", "arena", "offset")  # the cache stores keys sorted
+        return [{c: tuple(row[c]) if c == "shape" else row[c] for c in columns}
+                for row in self._serialized(method)["memory_plan"]]
 
     def input_contract(self, method: str = "forward") -> InputContract:
         """The inputs ``method`` accepts: dtypes, static sizes, named ``Dim`` ranges and ties."""

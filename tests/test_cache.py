@@ -244,6 +244,7 @@ from helpers.lessons import shapes
 artifact = artifacts[sys.argv[2]]
 result["read back"] = {"instructions": [kind for kind, _ in artifact.instructions()],
                        "planned tensors": len(artifact.memory_plan()),
+                       "plan columns": list(artifact.memory_plan()[0]),  # a table's column order, too
                        "signature": [list(m.input_tensor_meta(0).sizes())
                                      for m in shapes.read_signature(artifact.pte_bytes).values()]}
 result["compiler imported"] = "executorch.exir" in sys.modules

@@ -39,10 +39,14 @@ def browser():
             b.close()
 
 
-def record_latencies(lesson: str, values: list[float]) -> None:
-    """Keep one lesson's reaction times (a file: under pytest-xdist the summary is printed by another process)."""
+def record_latencies(lesson: str, values: list[float], first_reveals: list[float] = ()) -> None:
+    """Keep one lesson's reaction times (a file: under pytest-xdist the summary is printed by another process).
+
+    ``values``: widget interactions whose answer the kernel already has or computes from a loaded program;
+    ``first_reveals``: the first Reveal of each prediction, which runs the real pipeline (export, the cached
+    program, the runtime) once, reported apart."""
     LATENCY_DIR.mkdir(parents=True, exist_ok=True)
-    (LATENCY_DIR / f"{lesson}.json").write_text(json.dumps(values))
+    (LATENCY_DIR / f"{lesson}.json").write_text(json.dumps({"widgets": values, "first_reveals": list(first_reveals)}))
 
 
 def record_first_verdict(cache: str, lesson: str, seconds: float) -> None:

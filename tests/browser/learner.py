@@ -172,6 +172,7 @@ def use_lesson_like_a_learner(lab_server, browser, name: str) -> None:
             assert VERDICTS.match(verdict_of(output) or ""), f"{name}: odd verdict {verdict_of(output)!r}"
             step += 1
         answers: dict[int, str] = {}
+        first_reveals: list[float] = []  # a question's first Reveal runs the real pipeline (then it is known)
         step = 0
         while reveals and (step < len(reveals) or len(latencies) < INTERACTIONS_PER_LESSON):
             which = step % len(reveals)
@@ -185,7 +186,8 @@ def use_lesson_like_a_learner(lab_server, browser, name: str) -> None:
             # The kernel acknowledges the prediction before Reveal may judge it (the browser can hold a
             # toggle's new value back while it sends a button click at once).
             reveal.locator(f"[data-prediction='{picked}']").wait_for(timeout=30_000)
-            latencies.append(lesson.interact(reveal, lambda b=box: b.locator("button", has_text="Reveal").click()))
+            took = lesson.interact(reveal, lambda b=box: b.locator("button", has_text="Reveal").click())
+            (latencies if which in answers else first_reveals).append(took)
             actual = verdict_of(reveal)
             assert answers.setdefault(which, actual) == actual, f"{name}: the same question revealed two answers"
             text = reveal.inner_text()
@@ -199,7 +201,7 @@ def use_lesson_like_a_learner(lab_server, browser, name: str) -> None:
         (explorers or reveals or [lesson.panel])[0].scroll_into_view_if_needed()
         (OUTPUT / "screenshots").mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(OUTPUT / "screenshots" / f"{name.removesuffix('.ipynb')}.png"))
-        record_latencies(name.removesuffix(".ipynb"), latencies)
+        record_latencies(name.removesuffix(".ipynb"), latencies, first_reveals)
     finally:
         page.close()
         shutdown_kernels(lab_server)
