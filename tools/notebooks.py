@@ -2,7 +2,8 @@
 
     python tools/notebooks.py execute [NAME ...]   # src/*.py → .ipynb, run in a fresh kernel, save outputs
     python tools/notebooks.py check                # CI: .ipynb and src/*.py agree, every cell has run, no stray errors
-    python tools/notebooks.py warm                 # `make lab`: run every lesson once (nothing saved) so the
+    python tools/notebooks.py warm                 # `make lab`: run every lesson once (nothing saved), reveal
+                                                   # every prediction and check every exercise's solution, so the
                                                    # programs they lower are in the cache before a learner opens them
 
 The py:percent file in notebooks/src/ is the source a reviewer reads; the .ipynb carries the
@@ -119,6 +120,32 @@ def _warm_one(path: str) -> tuple[str, float, str]:
     return Path(path).stem, time.perf_counter() - start, problem
 
 
+# A stored lesson never reveals a prediction nor passes an exercise (the learner does), so running the lessons
+# leaves those programs unbuilt: a learner's first Reveal or first passing check would build them.
+_WARM_ANSWERS = r"""
+import helpers
+from helpers import exercises, questions
+
+helpers.set_progress(False)
+problems = []
+for item in [*questions.catalog(), *exercises.catalog()]:
+    try:
+        item.actual() if isinstance(item, questions.Question) else item.check(item.solution)
+    except Exception as exc:  # report and go on: one failure must not leave the others cold
+        problems.append(f"{item.id}: {type(exc).__name__}")
+print("; ".join(problems))
+"""
+
+
+def _warm_answers() -> tuple[str, float, str]:
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", _WARM_ANSWERS], cwd=ROOT, capture_output=True, text=True)
+    lines = done.stdout.strip().splitlines()
+    problem = (lines[-1] if lines else "") if done.returncode == 0 else f"exit {done.returncode}: " + (
+        done.stderr.strip().splitlines() or [""])[-1]
+    return "predictions and exercises", time.perf_counter() - start, problem
+
+
 def _warm_stamp() -> Path:
     digest = hashlib.sha256()
     for path in sorted([*SOURCES.glob("*.py"), *(ROOT / "helpers").rglob("*.py"), ROOT / "requirements.txt"]):
@@ -141,12 +168,12 @@ def warm(workers: int = 2) -> int:
     paths = sorted(str(p) for p in NOTEBOOKS.glob("*.ipynb"))
     start, failed = time.perf_counter(), []
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        futures = [pool.submit(_warm_one, p) for p in paths]
+        futures = [pool.submit(_warm_answers), *(pool.submit(_warm_one, p) for p in paths)]
         for done, future in enumerate(as_completed(futures), 1):
             name, seconds, problem = future.result()
             if problem:
                 failed.append(f"{name}: {problem}")
-            line = f"building the lessons' programs: {done}/{len(paths)} · {name} ({seconds:.0f} s)"
+            line = f"building the lessons' programs: {done}/{len(futures)} · {name} ({seconds:.0f} s)"
             print(f"\r{line:<100}", end="", flush=True)
     print(f"\rbuilt the lessons' programs in {time.perf_counter() - start:.0f} s{'':<60}")
     for f in failed:
