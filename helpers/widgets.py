@@ -151,7 +151,8 @@ class PredictThenReveal:
         import ipywidgets as w
 
         self.reveal_fn = reveal
-        self.choice = w.ToggleButtons(options=list(options), value=None, description="")
+        self.choice = w.ToggleButtons(options=list(options), value=None, description="",
+                                     style={"button_width": "auto"})  # whole option texts, not cut
         self.button = w.Button(description="Reveal", button_style="primary")
         self.result = w.HTML("<i>make a prediction, then reveal</i>")
         self.result.add_class("exportlab-reveal")

@@ -323,7 +323,7 @@ def bucket_explorer(program: PteArtifact | None = None) -> BucketExplorer:
     controls = {
         "length": w.IntSlider(value=100, min=1, max=600, description="tokens", continuous_update=False),
         "buckets": w.ToggleButtons(options=[("128 / 256 / 512", BUCKETS), ("512 only", (512,))], value=BUCKETS,
-                                   description="buckets"),
+                                   description="buckets", style={"button_width": "auto"}),
     }
     return BucketExplorer(program, bucket_model(), controls)
 

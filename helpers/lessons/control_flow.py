@@ -511,7 +511,8 @@ class DivergenceExplorer(ParityExplorer):
         self.exported = w.HTML()
         controls = {
             "trap": w.Dropdown(options=list(self.traps), value="shape if", description="trap"),
-            "values": w.ToggleButtons(options=list(VALUE_KINDS), value="positive", description="values"),
+            "values": w.ToggleButtons(options=list(VALUE_KINDS), value="positive", description="values",
+                                      style={"button_width": "auto"}),
             "size": w.IntSlider(value=4, min=0, max=10, description="batch/frames"),
             "flag": w.Checkbox(value=True, description="app config: use_residual"),
             "steps": w.IntSlider(value=2, min=1, max=4, description="steps"),

@@ -203,7 +203,8 @@ def camera_explorer(preprocess: str = "none"):
         "resolution": w.Dropdown(options=[(label, res) for label, res in CAMERA_RESOLUTIONS],
                                  value=(VISION_SIZE, VISION_SIZE), description="camera"),
         "preprocess": w.ToggleButtons(options=[("feed as is", "none"), ("letterbox on host", "letterbox")],
-                                      value=preprocess, description="host step"),
+                                      value=preprocess, description="host step",
+                                      style={"button_width": "auto"}),
     }
     return ParityExplorer(model, artifact, _frame_for, controls, explain=_camera_explanation,
                           title=f"TinyVision exported at 1×3×{VISION_SIZE}×{VISION_SIZE}")

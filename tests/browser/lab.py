@@ -225,6 +225,13 @@ class LessonPage:
         return self.panel.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']").filter(
             has_text="Traceback").all_inner_texts()
 
+    def cut_button_labels(self) -> list[str]:
+        """Buttons (toggle options included) whose label does not fit: the learner would read "all but one opera…"."""
+        return self.page.evaluate("""() => [...document.querySelectorAll(
+                '.jp-NotebookPanel:not(.lm-mod-hidden) .jupyter-button')]
+            .filter(b => b.offsetParent !== null && b.scrollWidth > b.clientWidth + 1)
+            .map(b => b.textContent.trim())""")
+
     def garbled_progress_lines(self) -> list[str]:
         """Progress lines whose final state (✓/✗) still shows the tail of an earlier, longer step."""
         texts = self.panel.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stdout']")

@@ -150,6 +150,7 @@ def use_lesson_like_a_learner(lab_server, browser, name: str) -> None:
         assert not lesson.cell_errors(), f"{name}: a cell raised in the browser: {lesson.cell_errors()[:1]}"
         assert_nothing_revealed(lesson, name)
         assert not lesson.garbled_progress_lines(), f"{name}: {lesson.garbled_progress_lines()}"
+        assert not lesson.cut_button_labels(), f"{name}: labels cut short: {lesson.cut_button_labels()}"
         explorers = lesson.panel.locator(".exportlab-explorer").all()
         reveals = lesson.panel.locator(".exportlab-reveal").all()
         assert explorers or reveals or lesson.starter_cells() or lesson.panel.locator(
