@@ -1,11 +1,12 @@
-"""Lesson 11's exercise (a streaming step for a recurrent model) and its predictions, through the real pipeline."""
+"""Lesson 11's exercise (a streaming step for a recurrent model), through the real pipeline (its predictions:
+tests/test_questions.py)."""
 
 from __future__ import annotations
 
 import pytest
 from exercise_support import WrongAnswer, assert_exercise_behaves
 
-from helpers import exercises, questions
+from helpers import exercises
 
 WRONG: dict[str, list[WrongAnswer]] = {
     "11.gru_step": [
@@ -32,18 +33,3 @@ answer = NoState()
                          ids=lambda e: e.id)
 def test_exercise_grades_by_behaviour(exercise):
     assert_exercise_behaves(exercise, WRONG[exercise.id])
-
-
-EXPECTED = {"11.smoke_vs_doctor": "fail", "11.config_branch": "pass", "11.batch_loop_static": "pass",
-            "11.segmenter_min_delegated": "fail"}
-
-
-@pytest.mark.parametrize("question_id", sorted(EXPECTED))
-def test_prediction_reveals_what_the_doctor_says(question_id):
-    actual, why = questions.get(question_id).actual()
-    assert actual == EXPECTED[question_id], why
-    assert why
-
-
-def test_every_lesson11_question_is_tested():
-    assert {q.id for q in questions.catalog() if q.lesson.startswith("11_")} == set(EXPECTED)

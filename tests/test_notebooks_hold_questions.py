@@ -18,7 +18,8 @@ from helpers import exercises, interview
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 SOURCES = sorted((ROOT / "notebooks" / "src").glob("*.py"))
-REVEALED = re.compile(r"✓ right|✗ you predicted|✗ not quite|you predicted|data-solution='shown'|exportlab-model-answer")
+REVEALED = re.compile(r"✓ right|✗ you predicted|✗ not quite|you predicted|the tools say:|data-solution='shown'|"
+                      r"exportlab-model-answer")
 
 
 def _given(exercise) -> str:
