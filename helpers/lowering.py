@@ -174,16 +174,21 @@ def _normalise(methods: Mapping[str, Any]) -> dict[str, tuple[torch.nn.Module, t
 
 def _delegation_rows(gm: torch.fx.GraphModule, region: str, rows: list[dict[str, Any]],
                      counter: list[int]) -> int:
+    """Append one row per operator of ``gm`` (and, recursively, of its control-flow branches) to ``rows``;
+    return how many delegated subgraphs there are.
+
+    The counts are ``get_delegation_info``'s per-operator breakdown, in operator-name order as its dataframe
+    lists them. The dataframe itself is not used: ExecuTorch cannot build it for a graph without operators
+    (``forward(x): return x``: ``KeyError: 'op_type'``), where the breakdown is simply empty.
+    """
     from executorch.devtools.backend_debug import get_delegation_info
 
     info = get_delegation_info(gm)
-    frame = info.get_operator_delegation_dataframe()
-    for _, r in frame.iterrows():
-        if r["op_type"] in {"alloc", "getitem", "Total"}:
+    for op, counts in sorted(info.delegation_by_operator.items(), key=lambda item: item[0]):
+        if op in {"alloc", "getitem"}:
             continue
-        rows.append({"region": region, "op": str(r["op_type"]),
-                     "delegated": int(r["occurrences_in_delegated_graphs"]),
-                     "portable": int(r["occurrences_in_non_delegated_graphs"])})
+        rows.append({"region": region, "op": str(op), "delegated": int(counts.delegated),
+                     "portable": int(counts.non_delegated)})
     subgraphs = int(info.num_delegated_subgraphs)
     for node in gm.graph.nodes:
         if node.op == "call_function" and getattr(node.target, "__name__", "") in _CONTROL_FLOW:

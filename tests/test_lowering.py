@@ -184,6 +184,41 @@ def test_lowering_reports_the_partitioners_reasons_and_writes_no_files(tmp_path,
     assert list((tmp_path / "cwd").iterdir()) == []
 
 
+class ReturnsInput(torch.nn.Module):
+    """A graph without a single operator: its output is its input."""
+
+    def forward(self, x):
+        return x
+
+
+class AssertsOnShape(torch.nn.Module):
+    """ExportDB's ``dynamic_shape_assert``: the asserts hold for the example's static size, so export drops
+    them and the graph is again just its input."""
+
+    def forward(self, x):
+        assert x.shape[0] > 2, f"{x.shape[0]} is greater than 2"
+        assert x.shape[0] > 1
+        return x
+
+
+@pytest.mark.parametrize("backend", ["xnnpack", "portable"])
+@pytest.mark.parametrize("model", [ReturnsInput(), AssertsOnShape()], ids=lambda m: type(m).__name__)
+def test_a_program_without_operators_lowers_loads_and_returns_its_input(tmp_path, monkeypatch, model, backend):
+    """ExecuTorch's get_delegation_info cannot build its table for a graph without operators
+    (KeyError: 'op_type'); a valid model must still lower."""
+    monkeypatch.setenv("EXPORTLAB_CACHE_DIR", str(tmp_path))  # a cold build: the build is what failed
+    x = rand(3, 2)
+    art = helpers.lower(model, (x,), backend=backend)
+    (out,) = art.run(x)
+    torch.testing.assert_close(out, x, rtol=0, atol=0)
+    report = art.delegation()
+    assert report.delegated_nodes == report.portable_nodes == report.delegated_subgraphs == 0
+    assert report.portable_ops() == [] and report.reasons() == {}
+    forget_in_memory()
+    (again,) = helpers.lower(model, (x,), backend=backend).run(x)  # from disk: the record reads back
+    torch.testing.assert_close(again, x, rtol=0, atol=0)
+
+
 def test_model_errors_carry_their_stage_and_keep_their_type():
     with pytest.raises(Exception) as export_error:
         helpers.lower(M.WhileDouble(), (torch.rand(3),))
