@@ -17,7 +17,7 @@ help:
 	@echo "make cards  - printable interview answer cards: build/interview-cards.html"
 	@echo "make bench  - benchmarks (cache and soundness cost, widget latency, exercise checks, first verdict per lesson)"
 
-$(STAMP): requirements.txt pyproject.toml
+$(STAMP): requirements.txt pyproject.toml tools/kernelspec.py
 	@test -d $(VENV) || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements.txt

@@ -1,11 +1,19 @@
-"""Keep library noise out of notebooks and reports.
+"""Keep library noise out of notebooks and reports — only where the caller asks for it.
 
 torch, torchao and the ExecuTorch runtime print things a learner should not have to read:
 deprecation warnings, log lines stamped with a time and a PID, and the runtime's C++ log
 (which arrives through Python's ``sys.stderr``). Those lines change from run to run, so they
-also break strict output comparison (nbval). This module silences what is noise and
-*captures* what is information (the runtime's reason for refusing an input), so the rest of
-``helpers`` can put that text into an exception or a report instead.
+also break strict output comparison (nbval).
+
+Two kinds of help live here:
+
+- :func:`silence_library_noise` changes *process-wide* warning filters and log levels. Importing
+  ``helpers`` never calls it: a lesson kernel opts in (``tools/kernelspec.py`` writes the kernel's
+  start-up lines) and so does the doctor's ``main``; inside someone else's program nothing global changes.
+- :func:`captured_output`, :func:`import_executorch_quietly` and :func:`draft_export_trace` are scoped:
+  they *capture* what is information (the runtime's reason for refusing an input) for the duration of
+  one call, so the rest of ``helpers`` can put that text into an exception or a report, and leave the
+  process's settings as they were afterwards.
 """
 
 from __future__ import annotations
@@ -23,7 +31,9 @@ _SILENCED = False
 
 
 def silence_library_noise() -> None:
-    """Filter warnings and log lines from torch/torchao/executorch. Idempotent."""
+    """Filter warnings and log lines from torch/torchao/executorch for the rest of the process. Idempotent.
+
+    Process-wide on purpose: call it in a lesson kernel or a command-line tool, never from library code."""
     global _SILENCED
     if _SILENCED:
         return
@@ -82,7 +92,6 @@ def import_executorch_quietly() -> None:
     global _IMPORTED
     if _IMPORTED:
         return
-    silence_library_noise()
     # Log handlers keep a reference to the real stderr, so redirecting it is not enough: switch
     # logging off below ERROR while torchao/executorch register themselves.
     previous = logging.root.manager.disable
@@ -105,9 +114,12 @@ _KEEP_LEVEL = ("torch.__trace",)
 
 
 def silence_library_noise_after_import() -> None:
-    """Some libraries install their own log handlers on import: quiet them again."""
+    """Some libraries install their own log handlers on import: quiet them again — only in a process that
+    opted in with :func:`silence_library_noise` (otherwise this changes nothing)."""
+    if not _SILENCED:
+        return
     for name in list(logging.root.manager.loggerDict):
-        if name.startswith(("torch", "torchao", "executorch")) and not name.startswith(_KEEP_LEVEL):
+        if name.startswith(("torch", "torchao", "executorch", "transformers")) and not name.startswith(_KEEP_LEVEL):
             logging.getLogger(name).setLevel(logging.ERROR)
     for name in ("torch._export", "torch.export._trace", "torch.fx.experimental.symbolic_shapes", "torch._dynamo",
                  "torch._subclasses.fake_tensor"):

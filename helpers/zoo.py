@@ -50,7 +50,7 @@ POSITIONS = 64
 def _transformers(*names: str) -> list[Any]:
     """Classes from ``transformers``, imported with their noise swallowed: a model class pulls in torchao,
     which logs deprecation lines through torch's handler on the real stderr (and prints CUDA kernels it
-    cannot load); transformers' own warnings are switched off too."""
+    cannot load)."""
     import logging
 
     from ._quiet import captured_output, silence_library_noise_after_import
@@ -64,8 +64,7 @@ def _transformers(*names: str) -> list[Any]:
             found = [getattr(transformers, name) for name in names]
     finally:
         logging.disable(previous)
-    transformers.utils.logging.set_verbosity_error()
-    silence_library_noise_after_import()
+    silence_library_noise_after_import()  # only in a process that opted in to quiet output
     return found
 
 

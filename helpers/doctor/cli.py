@@ -4,6 +4,8 @@
 shapes (a :class:`Prepared`); :func:`main` runs :func:`helpers.doctor.examine` on them, prints the
 report and writes the files asked for (``--report``, ``--json``, ``--junit``, ``--bundle``).
 Every bad argument is a :class:`UsageError`: one line on stderr and exit status 2, never a traceback.
+:func:`main` is also where the process opts in to :func:`helpers.silence_library_noise`: the library itself
+changes no process-wide logging or warning setting.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any
 
 import torch
 
+from .._quiet import silence_library_noise
 from .examine import EXIT_ERROR, EXIT_PASS, EXIT_USAGE, DoctorReport, examine
 
 __all__ = ["UsageError", "ExampleSpec", "DimSpec", "Prepared", "parse_example", "parse_dim", "parse_kwarg",
@@ -544,6 +547,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv and argv[0] in ("-h", "--help"):
         _parser().print_help()
         return EXIT_PASS
+    # A command-line tool owns its process: quiet torch's and ExecuTorch's warnings and timestamped log lines
+    # (importing helpers changes nothing global; examine() called from someone else's program keeps theirs).
+    silence_library_noise()
     start = time.perf_counter()
     quiet = "--quiet" in argv
 

@@ -23,7 +23,6 @@ import contextlib
 import html
 import inspect
 import io
-import logging
 import re
 import textwrap
 from collections.abc import Callable, Iterator
@@ -42,27 +41,12 @@ from helpers.parity import ParityRow, Probe
 from helpers.widgets import ParityExplorer
 
 __all__ = [
-    "quiet_export_logs", "quiet_lower", "quiet_lower_methods", "show_export_error", "tidy_graph", "forward_source", "source_and_graph", "SourceAndGraph",
+    "quiet_lower", "quiet_lower_methods", "show_export_error", "tidy_graph", "forward_source", "source_and_graph", "SourceAndGraph",
     "CountedMean", "CountedMeanVectorized", "BatchLoopVectorized", "MedianCenter", "BatchGate", "BatchGateCond",
     "SortValues", "Triage", "ValidMean", "ValidMeanChecked", "ScaleOrShiftChecked", "value_probes", "shifted",
     "CompileVsExport", "compile_vs_export", "DraftExportResult", "draft_export_decisions", "verdict_line", "branch_sides", "DivergenceExplorer", "Trap", "build_traps",
     "widget_demo", "VALUE_KINDS",
 ]
-
-
-# ----- keeping machine-specific noise out of notebooks ---------------------------------------------
-def quiet_export_logs() -> None:
-    """Silence two timestamped ERROR logs: ``torch.export._trace`` (for classified export errors) and
-    ``torch._subclasses.fake_tensor`` (eager ``torch.cond`` on an input its branches cannot take).
-
-    (``helpers`` quiets them again after it imports ExecuTorch's compiler, which resets torch's loggers; that
-    import happens only when a program is built, so a lesson whose programs are cached never pays for it.)
-    """
-    for name in ("torch.export._trace", "torch._subclasses.fake_tensor"):
-        logging.getLogger(name).setLevel(logging.CRITICAL)
-
-
-quiet_export_logs()
 
 
 @contextlib.contextmanager

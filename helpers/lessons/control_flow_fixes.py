@@ -26,7 +26,7 @@ from torch import nn
 
 from helpers import models as M
 from helpers.artifact import PteArtifact
-from helpers.lessons.control_flow import _no_stderr, quiet_export_logs
+from helpers.lessons.control_flow import _no_stderr
 from helpers.models import seeded
 from helpers.parity import ParityReport, Probe, check_one
 
@@ -39,8 +39,6 @@ __all__ = [
     "latency_spread", "compare_speed", "ScaleOrShiftA", "ScaleOrShiftB", "StraightLinearB", "app_pick", "app_run",
     "hoisted_parity",
 ]
-
-quiet_export_logs()
 
 
 # ----- lesson 03: torch.cond's rules, one model per rule ------------------------------------------
