@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["fmt", "show_error", "error_excerpt", "sanitize", "show_source", "Source"]
+__all__ = ["fmt", "show_error", "error_excerpt", "error_line", "sanitize", "show_source", "Source"]
 
 _PATHS = [
     (re.compile(r'File "/tmp/ipykernel_\d+/\d+\.py"'), 'File "<notebook cell>"'),
@@ -75,6 +75,12 @@ def error_excerpt(exc: BaseException, max_lines: int = 12) -> str:
     if len(lines) > max_lines:
         lines = lines[:max_lines] + [f"… ({len(lines) - max_lines} more lines)"]
     return f"{type(exc).__name__}: " + "\n".join(lines)
+
+
+def error_line(exc: BaseException) -> str:
+    """An error in one line: its type and the first line of its message (for a report's summary)."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
 
 
 def show_error(fn: Callable[..., Any], *args: Any, max_lines: int = 12, **kwargs: Any) -> BaseException | None:

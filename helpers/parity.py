@@ -323,6 +323,14 @@ class ParityRow:
         """The runtime ran an input outside the contract without complaint."""
         return not self.within_contract and self.status in ("match", "diverge")
 
+    @property
+    def kind(self) -> str:
+        """How the probe reads in a report: its status inside the contract; outside it, ``silent`` (the
+        runtime ran it anyway) or ``expected`` (refused by the runtime or on the host, or eager fails)."""
+        if self.within_contract:
+            return self.status
+        return "silent" if self.silently_accepted else "expected"
+
     def describe(self) -> str:
         text = STATUS_WORDS[self.status] if self.status in ("rejected", "refused") else self.status
         if self.status == "diverge" and self.max_abs_diff is not None and math.isfinite(self.max_abs_diff):

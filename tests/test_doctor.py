@@ -217,11 +217,12 @@ def test_divergence_inside_the_contract_fails(runs):
 
 
 def test_the_command_prints_the_report_examine_builds(runs):
+    from helpers.doctor import to_text
     from helpers.lessons.doctor import report_for
 
     _, out, _, _ = runs["shape_branch"]
     argv = GOOD_AND_BROKEN["shape_branch"]
-    assert out.rstrip("\n") == report_for(argv).to_text()
+    assert out.rstrip("\n") == to_text(report_for(argv))
 
 
 def test_export_failure_names_the_offending_line(tmp_path, capsys):

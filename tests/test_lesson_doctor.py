@@ -69,14 +69,14 @@ def test_delegation_and_memory_are_measured_not_assumed():
 
 
 def test_html_rows_are_colour_coded_by_kind():
-    html = L.gallery_reports()["ShapeBranch · frames ∈ [1, 32]"].to_html()
+    html = doctor.to_html(L.gallery_reports()["ShapeBranch · frames ∈ [1, 32]"])
     rows = re.findall(r"<tr class='exportlab-probe' data-status='(\w+)' data-kind='(\w+)' "
                       r"data-within-contract='(\w+)' style='background:(#\w+)'", html)
     assert ("diverge", "diverge", "yes", "#f4b4b4") in rows
     assert ("rejected", "expected", "no", "#f3f3f3") in rows
     assert html.count("class='exportlab-verdict'") == 1
     # After the fix (frames ≥ 2), one frame is outside the contract and the device still runs it:
-    fixed = L.gallery_reports()["ShapeBranch · frames ∈ [2, 32] (fixed)"].to_html()
+    fixed = doctor.to_html(L.gallery_reports()["ShapeBranch · frames ∈ [2, 32] (fixed)"])
     rows = re.findall(r"<tr class='exportlab-probe' data-status='(\w+)' data-kind='(\w+)' "
                       r"data-within-contract='(\w+)' style='background:(#\w+)'", fixed)
     assert ("diverge", "silent", "no", "#e3d3f2") in rows

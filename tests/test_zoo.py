@@ -99,7 +99,7 @@ def test_doctor_with_dynamic_axes(zoo_results, architecture):
     entry = ZOO[name]
     assert entry.dims, "the doctor is run with dynamic axes"
     report = zoo_results.examine(name)
-    text = report.to_text()
+    text = doctor.to_text(report)
     assert report.internal_error is None and "internal error" not in text
     assert report.verdict == entry.expected, text
     assert report.exit_code == (0 if entry.expected == "pass" else 1)
@@ -145,7 +145,7 @@ def test_the_command_on_a_real_model(command_run, zoo_results):
     proc, tmp = command_run
     out, err = proc.communicate(timeout=600)
     assert proc.returncode == 0, out + err
-    assert out.rstrip("\n") == zoo_results.examine(SUBPROCESS_ENTRY).to_text()  # the command prints what examine finds
+    assert out.rstrip("\n") == doctor.to_text(zoo_results.examine(SUBPROCESS_ENTRY))  # the command prints what examine finds
     data = json.loads((tmp / "bert.json").read_text())
     assert (data["verdict"], data["exit_status"]) == ("pass", 0)
     assert data["contract"]["signature"] == ("forward(input_ids: int64[1, seq∈[2,64]], "

@@ -19,12 +19,14 @@ traceback); **3** an internal error of the doctor itself (never reported as the 
 Progress goes to stderr.
 
 The package: :mod:`~helpers.doctor.cli` (arguments, loading the model, exit statuses),
-:mod:`~helpers.doctor.examine` (the pipeline and :class:`DoctorReport`), :mod:`~helpers.doctor.render`
-(text, HTML, JSON, JUnit), :mod:`~helpers.doctor.shipped` (``--pte``), :mod:`~helpers.doctor.bundle`
+:mod:`~helpers.doctor.examine` (the pipeline), :mod:`~helpers.doctor.report` (:class:`DoctorReport`: what
+the pipeline found, exit statuses, the verdict's rules), :mod:`~helpers.doctor.render` (text, HTML, JSON,
+JUnit, reading the report), :mod:`~helpers.doctor.shipped` (``--pte``), :mod:`~helpers.doctor.bundle`
 (``--bundle``), :mod:`~helpers.doctor.draft` (``--draft-export``).
 
 From Python (a notebook, a test): :func:`prepare` turns command-line arguments into a model and
-inputs, :func:`examine` turns a model and inputs into a :class:`DoctorReport`.
+inputs, :func:`examine` turns a model and inputs into a :class:`DoctorReport`, and :func:`to_text`
+(:func:`to_html`, :func:`to_json`, :func:`to_junit`, :func:`to_dict`) shows one.
 """
 
 from __future__ import annotations
@@ -47,7 +49,9 @@ from .cli import (
     parse_kwarg,
     prepare,
 )
-from .examine import (
+from .examine import examine
+from .render import SCHEMA_VERSION, to_dict, to_html, to_json, to_junit, to_text
+from .report import (
     EXIT_ERROR,
     EXIT_FAIL,
     EXIT_PASS,
@@ -59,11 +63,10 @@ from .examine import (
     DoctorReport,
     DraftFindings,
     Stage,
-    examine,
 )
-from .render import SCHEMA_VERSION
 
 __all__ = ["EXIT_PASS", "EXIT_FAIL", "EXIT_USAGE", "EXIT_ERROR", "VERDICTS", "STAGE_NAMES", "SCHEMA_VERSION",
            "UsageError", "Prepared", "DoctorReport", "Stage", "Check", "DraftFindings", "BundleInfo", "prepare",
            "examine", "main", "ExampleSpec", "DimSpec", "parse_example", "parse_dim", "parse_kwarg", "load_model",
-           "make_examples", "forward_inputs", "build_dynamic_shapes", "integer_highs", "DEFAULT_INT_HIGH", "DTYPES"]
+           "make_examples", "forward_inputs", "build_dynamic_shapes", "integer_highs", "DEFAULT_INT_HIGH", "DTYPES",
+           "to_text", "to_html", "to_json", "to_junit", "to_dict"]

@@ -16,9 +16,9 @@ from typing import Any
 
 import torch
 
-from .examine import BundleInfo
+from .report import BundleInfo
 
-__all__ = ["write_bundle", "load_bundle", "verify_case", "verify_snippet"]
+__all__ = ["write_bundle", "load_bundle", "verify_case"]
 
 _LIVE: list[Any] = []  # bundles stay loaded until the process ends (see helpers.artifact._LIVE_PROGRAMS)
 
@@ -46,17 +46,6 @@ def verify_case(bundle: Any, index: int, *, rtol: float, atol: float, method: st
             lines = runtime_log_lines(log.getvalue())
             return " ".join(lines + [str(exc)]).strip()
     return None
-
-
-def verify_snippet(path: str, rtol: float, atols: list[float], method: str = "forward") -> str:
-    """Python that verifies the bundle with ExecuTorch's own bindings (what a device build does in C++):
-    one tolerance per test case (``atols``), the doctor's ``atol`` scaled by the largest expected value."""
-    return (
-        "from executorch.extension.pybindings.portable_lib import _load_bundled_program_from_buffer\n"
-        f"bundle = _load_bundled_program_from_buffer(open({path!r}, 'rb').read())\n"
-        f"atols = [{', '.join(f'{a:g}' for a in atols)}]  # one per test case\n"
-        "for i, atol in enumerate(atols):  # raises RuntimeError when the program's outputs differ from eager's\n"
-        f"    bundle.verify_result_with_bundled_expected_output({method!r}, i, rtol={rtol:g}, atol=atol)\n")
 
 
 def _finite(outputs: tuple[Any, ...]) -> bool:

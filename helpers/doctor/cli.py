@@ -28,7 +28,10 @@ from typing import Any
 import torch
 
 from .._quiet import silence_library_noise
-from .examine import EXIT_ERROR, EXIT_PASS, EXIT_USAGE, DoctorReport, examine
+from ..display import error_line
+from . import render
+from .examine import examine
+from .report import EXIT_ERROR, EXIT_PASS, EXIT_USAGE, DoctorReport
 
 __all__ = ["UsageError", "ExampleSpec", "DimSpec", "Prepared", "parse_example", "parse_dim", "parse_kwarg",
            "load_model", "make_examples", "forward_inputs", "build_dynamic_shapes", "integer_highs", "prepare", "main",
@@ -135,11 +138,6 @@ def parse_kwarg(text: str) -> tuple[str, Any]:
         return key, value
 
 
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
-
-
 # ----- loading the model ----------------------------------------------------------------------------
 def _import_target(where: str) -> Any:
     looks_like_file = where.endswith(".py") or "/" in where or "\\" in where
@@ -166,14 +164,14 @@ def _import_target(where: str) -> Any:
     except UsageError:
         raise
     except ModuleNotFoundError as exc:
-        missing = f"no module named {exc.name!r}" if exc.name else _one_line(exc)
+        missing = f"no module named {exc.name!r}" if exc.name else error_line(exc)
         raise UsageError(f"cannot import {where!r}: {missing}") from None
     except Exception as exc:  # noqa: BLE001 - any failure while importing user code is a bad argument
         frames = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename).name.endswith(".py")]
         at = f" ({Path(frames[-1].filename).name}:{frames[-1].lineno})" if frames else ""
         if isinstance(exc, SyntaxError):
             at = f" ({Path(exc.filename or where).name}:{exc.lineno})"
-        raise UsageError(f"cannot import {where!r}: {_one_line(exc)}{at}") from None
+        raise UsageError(f"cannot import {where!r}: {error_line(exc)}{at}") from None
     return module if looks_like_file else result
 
 
@@ -215,7 +213,7 @@ def load_model(target: str, kwargs: dict[str, Any] | None = None) -> torch.nn.Mo
             model = factory(**(kwargs or {}))
         except Exception as exc:  # noqa: BLE001
             raise UsageError(f"calling {target}({', '.join(f'{k}={v!r}' for k, v in (kwargs or {}).items())}) "
-                             f"failed: {_one_line(exc)}") from None
+                             f"failed: {error_line(exc)}") from None
         if not isinstance(model, torch.nn.Module):
             raise UsageError(f"{target} returned a {type(model).__name__}, not a torch.nn.Module")
     return model.eval()
@@ -509,7 +507,7 @@ def prepare(argv: Sequence[str]) -> Prepared:
     except Exception as exc:  # noqa: BLE001 - a shape the model cannot take is an argument problem
         shapes = ", ".join(f"{n}={tuple(e.shape)}" for n, e in zip(names, examples))
         raise UsageError(f"the example inputs do not fit {ns.target} in eager PyTorch ({shapes}): "
-                         f"{_one_line(exc)}") from None
+                         f"{error_line(exc)}") from None
     return Prepared(ns.target, model, examples, dynamic, ns.backend, ns.seed, ns.atol, ns.rtol, ns.report, ns.quiet,
                     json_path=ns.json, junit_path=ns.junit, strict=ns.strict, min_delegated=ns.min_delegated,
                     max_arena_bytes=ns.max_arena_bytes, pte_path=ns.pte, pte_bytes=pte_bytes, bundle_path=ns.bundle,
@@ -533,7 +531,7 @@ def internal_error_line(target: str, stage: str | None, exc: BaseException) -> s
     """The one stderr line for an internal error (exit status 3)."""
     where = f" during stage '{stage}'" if stage else ""
     return (f"export doctor: internal error of export doctor itself{where}, not a finding about {target}: "
-            f"{_one_line(exc)} (rerun with --traceback to see where)")
+            f"{error_line(exc)} (rerun with --traceback to see where)")
 
 
 def _write(path: str, text: str, say: Callable[[str], None], what: str) -> None:
@@ -582,14 +580,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _finish(report: DoctorReport, prepared: Prepared, say: Callable[[str], None]) -> int:
-    print(report.to_text())
+    print(render.to_text(report))
     try:
         if prepared.report_path:
-            _write(prepared.report_path, report.to_html(document=True), say, "HTML report")
+            _write(prepared.report_path, render.to_html(report, document=True), say, "HTML report")
         if prepared.json_path:
-            _write(prepared.json_path, report.to_json(), say, "JSON report")
+            _write(prepared.json_path, render.to_json(report), say, "JSON report")
         if prepared.junit_path:
-            _write(prepared.junit_path, report.to_junit(), say, "JUnit XML")
+            _write(prepared.junit_path, render.to_junit(report), say, "JUnit XML")
     except Exception as exc:  # noqa: BLE001 - failing to write a report is the tool's failure, not the model's
         if prepared.traceback:
             traceback.print_exc()

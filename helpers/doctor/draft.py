@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from .examine import DraftFindings
+from .report import DraftFindings
 
 __all__ = ["run_draft_export", "trim_report"]
 

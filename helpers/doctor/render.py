@@ -1,4 +1,5 @@
-"""The doctor's report as text (stdout), HTML (``--report``), JSON (``--json``) and JUnit XML (``--junit``).
+"""The doctor's report as text (stdout), HTML (``--report``), JSON (``--json``) and JUnit XML (``--junit``):
+functions that read a :class:`~helpers.doctor.report.DoctorReport` (``to_text(report)``, ...).
 
 JSON schema (``schema_version`` 1; fields are only ever added within a version):
 
@@ -41,8 +42,9 @@ import math
 import xml.etree.ElementTree as ET
 from typing import Any
 
+from ..display import error_line
 from ..parity import STATUS_WORDS, format_diff
-from .examine import DoctorReport, _row_kind
+from .report import DoctorReport
 
 __all__ = ["SCHEMA_VERSION", "to_text", "to_html", "to_dict", "to_json", "to_junit"]
 
@@ -57,11 +59,6 @@ _STAGE_MARKS = {"ok": "✓", "failed": "✗", "skipped": "–", "error": "!"}
 def _shorten(text: str, limit: int = 150) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[:limit - 1] + "…"
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
 
 
 def _failure(report: DoctorReport, row: Any) -> bool:
@@ -142,8 +139,6 @@ def _checks_lines(report: DoctorReport) -> list[str]:
 
 
 def _bundle_lines(report: DoctorReport) -> list[str]:
-    from .bundle import verify_snippet
-
     b = report.bundle
     if b is None:
         return []
@@ -161,7 +156,7 @@ def _bundle_lines(report: DoctorReport) -> list[str]:
         lines.append(f"              ✗ {label}: the runtime's output differs from eager's")
     lines.append("              verify it where the .pte runs (Python bindings; a device build calls "
                  "bundled_program's verify_method_outputs in C++):")
-    lines += [f"                {line}" for line in verify_snippet(where, b.rtol, b.atols).splitlines()]
+    lines += [f"                {line}" for line in b.verify_code(where).splitlines()]
     return lines
 
 
@@ -176,7 +171,7 @@ def to_text(report: DoctorReport) -> str:
     lines.append("")
     if report.internal_error is not None:
         lines.append(f"stages: {_stage_line(report)}")
-        lines.append(f"internal error: {_one_line(report.internal_error)}")
+        lines.append(f"internal error: {error_line(report.internal_error)}")
         lines.append("The doctor failed before reaching a verdict: this says nothing about the model, whether it "
                      "exports or not.")
     elif not d.ok:
@@ -252,7 +247,7 @@ def _probes_html(report: DoctorReport) -> str:
               "silent": "outside the contract, run anyway", "expected": "outside the contract, refused (expected)"}
     rows = []
     for r in report.parity.rows:
-        kind = _row_kind(r)
+        kind = r.kind
         note = r.message
         if not r.within_contract:
             note = (note + " — " if note else "") + f"contract: {r.contract_message}"
@@ -284,8 +279,6 @@ def _delegation_html(report: DoctorReport) -> str:
 
 
 def _extras_html(report: DoctorReport) -> list[str]:
-    from .bundle import verify_snippet
-
     e = html.escape
     parts = []
     checks = report.checks
@@ -303,7 +296,7 @@ def _extras_html(report: DoctorReport) -> list[str]:
         else:
             parts.append(f"<h4>7 · bundle</h4><p><code>{e(b.path or '(in memory)')}</code>: {len(b.labels)} test "
                          f"case(s), {b.nbytes:,} bytes; verified by the runtime: {len(b.verified)} of "
-                         f"{len(b.labels)}</p><pre>{e(verify_snippet(b.path or 'bundle.bpte', b.rtol, b.atols))}"
+                         f"{len(b.labels)}</p><pre>{e(b.verify_code())}"
                          "</pre>")
     return parts
 
@@ -323,6 +316,11 @@ def _draft_html(report: DoctorReport) -> str:
 
 
 def to_html(report: DoctorReport, document: bool = False) -> str:
+    """The report as HTML: a fragment (for a notebook) or, with ``document=True``, a standalone page.
+
+    The verdict is in the element with class ``exportlab-verdict`` (``data-verdict`` pass/fail/error,
+    ``data-exit-code``); each probe row has ``data-status`` and ``data-within-contract``.
+    """
     e = html.escape
     d = report.diagnosis
     colour = _VERDICT_COLOURS[report.verdict]
@@ -336,7 +334,7 @@ def to_html(report: DoctorReport, document: bool = False) -> str:
              + (f" · shipped <code>{e(report.pte_path)}</code>" if report.pte_path else "") + "</p>"]
     if report.internal_error is not None:
         parts.append(f"<p class='exportlab-internal-error'>stages: {e(_stage_line(report))}<br>internal error of "
-                     f"export doctor: <code>{e(_one_line(report.internal_error))}</code>. The doctor failed before "
+                     f"export doctor: <code>{e(error_line(report.internal_error))}</code>. The doctor failed before "
                      "reaching a verdict: this says nothing about the model.</p>")
     else:
         parts += ["<h4>1 · export</h4>", d._repr_html_(), _draft_html(report)]
@@ -369,8 +367,6 @@ def _number(value: float | None) -> float | None:
 
 
 def to_dict(report: DoctorReport) -> dict[str, Any]:
-    from .bundle import verify_snippet
-
     d = report.diagnosis
     out: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION, "tool": "export doctor", "target": report.target,
@@ -402,7 +398,7 @@ def to_dict(report: DoctorReport) -> dict[str, Any]:
         rows = report.parity.rows
         out["probes"] = [{
             "label": r.label, "shapes": r.shapes, "status": r.status, "status_words": STATUS_WORDS[r.status],
-            "within_contract": r.within_contract, "kind": _row_kind(r), "failure": _failure(report, r),
+            "within_contract": r.within_contract, "kind": r.kind, "failure": _failure(report, r),
             "message": r.message, "contract_message": r.contract_message, "max_abs_diff": _number(r.max_abs_diff),
             "max_abs_diff_text": format_diff(r.max_abs_diff) if r.max_abs_diff is not None else None,
         } for r in rows]
@@ -428,7 +424,7 @@ def to_dict(report: DoctorReport) -> dict[str, Any]:
         out["bundle"] = {"path": b.path, "bytes": b.nbytes, "test_cases": len(b.labels), "labels": b.labels,
                          "rtol": b.rtol, "atols": b.atols, "verified": b.verified, "failed": b.failed,
                          "left_out": b.left_out, "problem": b.problem,
-                         "verify": verify_snippet(b.path or "bundle.bpte", b.rtol, b.atols)
+                         "verify": b.verify_code()
                          if b.labels else None}
     return out
 
@@ -463,7 +459,7 @@ def to_junit(report: DoctorReport) -> str:
         case = _case(suite, "export_doctor.stages", stage.name, stage.seconds)
         if stage.status == "error":
             err = ET.SubElement(case, "error", message=stage.message, type="internal error of export doctor")
-            err.text = (f"{_one_line(report.internal_error)}\nThis is the doctor's own failure, not a finding about "
+            err.text = (f"{error_line(report.internal_error)}\nThis is the doctor's own failure, not a finding about "
                         "the model: rerun with --traceback." if report.internal_error is not None else stage.message)
         elif stage.status == "failed" and stage.name in ("export", "lower", "load"):
             d = report.diagnosis

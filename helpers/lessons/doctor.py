@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..doctor import DoctorReport, examine, prepare
+from ..doctor import DoctorReport, examine, prepare, to_html
 from ..models import seeded
 
 __all__ = ["MedianCenter", "AssertsFinite", "Case", "CASES", "command", "report_for", "gallery_reports",
@@ -182,7 +182,7 @@ class DoctorExplorer:
         story = self.stories.get(name, "")
         lead = f"<p><i>{html.escape(story)}</i></p>" if story else ""
         self.refreshes += 1  # every interaction re-renders, even when the same report is picked again
-        self.output.value = f"<div data-refresh='{self.refreshes}'>{lead}{self.report.to_html()}</div>"
+        self.output.value = f"<div data-refresh='{self.refreshes}'>{lead}{to_html(self.report)}</div>"
         return self.report
 
     def set(self, **values: Any) -> DoctorReport:

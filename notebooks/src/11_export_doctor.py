@@ -67,7 +67,7 @@ questions.ask("11.smoke_vs_doctor")
 
 # %%
 report = doctor.examine(model, (x,), {"x": {1: frames}}, target="ShapeBranch, frames ∈ [1, 32]")
-print(report.to_text())
+print(doctor.to_text(report))
 
 # %% [markdown]
 # Read it top-down, the way you would read a CI log:
@@ -114,7 +114,7 @@ for name, r in gallery.items():
 # Each kind has its own fix; the full report of one of them says which, with the source location:
 
 # %%
-print(gallery["ScaleOrShift · if on a tensor's value"].to_text())
+print(doctor.to_text(gallery["ScaleOrShift · if on a tensor's value"]))
 
 # %% [markdown]
 # ### Step 2 · semantic or incidental?
@@ -166,7 +166,7 @@ for name in ("ScaleOrShiftCond · torch.cond (fixed)", "ScaleOrShiftWhere · tor
 
 # %%
 fixed = gallery["ShapeBranch · frames ∈ [2, 32] (fixed)"]
-print(fixed.to_text().split("\n4. delegation")[0])
+print(doctor.to_text(fixed).split("\n4. delegation")[0])
 
 # %% [markdown]
 # So the app checks inputs before the device does. `PteArtifact.run` is that host-side check:
@@ -291,7 +291,7 @@ show_source(zoo.RecurrentTagger)
 gru_prepared = gru_entry.prepared()
 gru_report = doctor.examine(gru_prepared.model, gru_prepared.example_args, gru_prepared.dynamic_shapes,
                             target="GRU tagger (zoo)")
-print(gru_report.to_text().split("next steps:")[0].strip())
+print(doctor.to_text(gru_report).split("next steps:")[0].strip())
 
 # %% [markdown]
 # The model's problem, reported as the model's, with torch's own suggested fix: a fixed number of frames. The
@@ -412,7 +412,7 @@ for name, r in lesson.gallery_reports().items():
         assert r.passed and r.parity.ok_within_contract, r
         assert sum(row.within_contract for row in r.parity.rows) >= 9, r
 assert not report.passed and fixed.passed and not mine.passed
-assert cli_out.rstrip("\n") == gallery["ShapeBranch · frames ∈ [1, 32]"].to_text()
+assert cli_out.rstrip("\n") == doctor.to_text(gallery["ShapeBranch · frames ∈ [1, 32]"])
 assert (jobs[0].returncode, jobs[1].returncode, doc["verdict"], doc["exit_status"]) == (1, 2, "fail", 1)
 assert xml.count("<failure") >= 1 and not segmenter.passed and bundled.passed and not bundled.bundle.failed
 assert any("upsample" in line for line in segmenter.declined_lines())

@@ -60,7 +60,7 @@ show_source(FrameNormalizer)
 
 # %%
 first_look = doctor.examine(FrameNormalizer(), (torch.randn(4, 16, generator=g),), target="FrameNormalizer")
-print(first_look.to_text())
+print(doctor.to_text(first_look))
 
 # %% [markdown]
 # Fix it in the cell below. The check exports, lowers and runs your model, and compares it with the

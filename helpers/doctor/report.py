@@ -1,0 +1,319 @@
+"""What the doctor finds (:class:`DoctorReport`), its exit statuses and the rules of its verdict.
+
+The pipeline (:mod:`helpers.doctor.examine`) fills a report; the renderers (:mod:`helpers.doctor.render`:
+``to_text(report)``, ``to_html``, ``to_json``, ``to_junit``, ``to_dict``) and the command line
+(:mod:`helpers.doctor.cli`) read it. This module imports none of them.
+
+A failure *of the model* (torch or ExecuTorch raised it while exporting, lowering or loading) is a
+finding: verdict ``fail``. Any other exception is the doctor's own failure: verdict ``error``, exit
+status 3, and the report says so instead of blaming the model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..display import error_line
+from ..parity import STATUS_WORDS
+
+__all__ = ["EXIT_PASS", "EXIT_FAIL", "EXIT_USAGE", "EXIT_ERROR", "VERDICTS", "STAGE_NAMES", "Stage", "Check",
+           "DraftFindings", "BundleInfo", "DoctorReport"]
+
+EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_ERROR = 0, 1, 2, 3
+VERDICTS = ("pass", "fail", "error")
+STAGE_NAMES = ("export", "draft_export", "lower", "load", "compare", "delegation", "memory", "bundle")
+STAGE_STATUSES = ("ok", "failed", "skipped", "error")
+
+
+@dataclass
+class Stage:
+    """One step of the pipeline: ``ok``, ``failed`` (the model fails it), ``skipped`` (not reached or not
+    asked for) or ``error`` (the doctor itself failed there)."""
+
+    name: str
+    status: str
+    message: str = ""
+    seconds: float | None = None
+
+
+@dataclass
+class Check:
+    """One criterion of the verdict: parity inside the contract, and each option asked for."""
+
+    name: str
+    passed: bool
+    message: str
+    details: list[str] = field(default_factory=list)
+    short: str = ""  # what the headline says when the check fails
+
+
+@dataclass
+class DraftFindings:
+    """What ``torch.export.draft_export`` found: every issue, not only the first one export raises."""
+
+    issues: list[dict[str, str]]
+    text: str = ""  # torch's own report, trimmed
+    error: str | None = None  # draft_export itself raised
+
+
+@dataclass
+class BundleInfo:
+    """The BundledProgram written with ``bundle=``: its test cases and their verification in the runtime."""
+
+    path: str | None
+    nbytes: int
+    labels: list[str]
+    rtol: float
+    atols: list[float]  # per test case: the doctor's atol scaled by the largest expected value, as compare() does
+    verified: list[str]
+    failed: list[str]
+    left_out: list[str] = field(default_factory=list)
+    problem: str | None = None  # why nothing could be bundled
+
+    @property
+    def ok(self) -> bool:
+        return self.problem is None and bool(self.labels) and not self.failed
+
+    def verify_code(self, path: str | None = None, method: str = "forward") -> str:
+        """Python that verifies the bundle with ExecuTorch's own bindings (what a device build does in C++):
+        one tolerance per test case (``atols``), the doctor's ``atol`` scaled by the largest expected value.
+        ``path``: the file to open (default: where the bundle was written)."""
+        path = path or self.path or "bundle.bpte"
+        return (
+            "from executorch.extension.pybindings.portable_lib import _load_bundled_program_from_buffer\n"
+            f"bundle = _load_bundled_program_from_buffer(open({path!r}, 'rb').read())\n"
+            f"atols = [{', '.join(f'{a:g}' for a in self.atols)}]  # one per test case\n"
+            "for i, atol in enumerate(atols):  # raises RuntimeError when the program's outputs differ from eager's\n"
+            f"    bundle.verify_result_with_bundled_expected_output({method!r}, i, rtol={self.rtol:g}, atol=atol)\n")
+
+
+@dataclass
+class DoctorReport:
+    """Everything ``export doctor`` found about one model: diagnosis, parity, delegation, memory, checks."""
+
+    target: str
+    backend: str
+    inputs: str
+    diagnosis: Any  # helpers.Diagnosis (None only when the doctor failed before export finished)
+    parity: Any = None  # helpers.ParityReport
+    contract: Any = None  # helpers.InputContract
+    delegation: Any = None  # helpers.DelegationReport
+    arena_bytes: int | None = None
+    pte_bytes: int | None = None
+    probes: list[Any] = field(default_factory=list, repr=False)  # helpers.Probe, in the order of parity.rows
+    stages: list[Stage] = field(default_factory=list)
+    strict: bool = False
+    min_delegated: float | None = None
+    arena_limit: int | None = None
+    pte_path: str | None = None
+    draft: DraftFindings | None = None
+    bundle: BundleInfo | None = None
+    internal_error: BaseException | None = field(default=None, repr=False)
+    internal_stage: str | None = None
+    atol: float = 1e-4
+    rtol: float = 1e-4
+
+    # ----- verdict ---------------------------------------------------------------------------
+    @property
+    def exported_ok(self) -> bool:
+        """Export, lowering (or the shipped file) and loading succeeded."""
+        return self.diagnosis is not None and self.diagnosis.ok
+
+    def _rows(self, kind: str) -> list[Any]:
+        return [r for r in (self.parity.rows if self.parity else []) if r.kind == kind]
+
+    @property
+    def failing_rows(self) -> list[Any]:
+        """Probes inside the input contract that did not match eager (diverge, rejected, refused, eager error)."""
+        return [r for r in (self.parity.rows if self.parity else []) if r.within_contract and r.status != "match"]
+
+    @property
+    def silent_rows(self) -> list[Any]:
+        """Probes outside the contract that the runtime ran anyway (a device would too)."""
+        return self._rows("silent")
+
+    @property
+    def unbounded_dims(self) -> list[str]:
+        """Dims without a max: the memory plan is sized for the example, so a longer input is rejected."""
+        if self.contract is None:
+            return []
+        return [name for name, ax in self.contract.dims().items() if ax.max is None]
+
+    @property
+    def checks(self) -> list[Check]:
+        """Every criterion of the verdict (empty when the model did not export, lower and load)."""
+        if not self.exported_ok or self.parity is None:
+            return []
+        inside = [r for r in self.parity.rows if r.within_contract]
+        bad = self.failing_rows
+        out = [Check("parity", bool(inside) and not bad,
+                     f"{len(inside) - len(bad)} of {len(inside)} probes inside the input contract match eager",
+                     [f"{r.label}: {STATUS_WORDS[r.status]}" for r in bad])]
+        if self.strict:
+            silent = self.silent_rows
+            out.append(Check("strict: outside the contract", not silent,
+                             f"{len(silent)} probe(s) outside the contract run silently by the runtime"
+                             if silent else "every probe outside the contract is refused",
+                             [f"{r.label}: {r.status} — {r.contract_message}" for r in silent],
+                             f"--strict: {len(silent)} outside it run silently"))
+            unbounded = self.unbounded_dims
+            out.append(Check("strict: bounded Dims", not unbounded,
+                             f"Dim {', '.join(unbounded)} has no max: the memory plan is sized for the example, so "
+                             "a longer input is rejected in production" if unbounded else "every Dim has a max",
+                             [f"{name}: planned for {self.contract.dims()[name].planned}" for name in unbounded],
+                             f"--strict: Dim {', '.join(unbounded)} has no max"))
+        if self.min_delegated is not None and self.delegation is not None:
+            share = 100 * self.delegation.coverage
+            ok = share + 1e-9 >= self.min_delegated
+            out.append(Check("min-delegated", ok,
+                             f"{share:.0f}% of the nodes delegated to {self.backend} "
+                             f"({'≥' if ok else '<'} --min-delegated {self.min_delegated:g}%)",
+                             [] if ok else self.declined_lines(),
+                             f"{share:.0f}% delegated (--min-delegated {self.min_delegated:g}%)"))
+        if self.arena_limit is not None and self.arena_bytes is not None:
+            ok = self.arena_bytes <= self.arena_limit
+            out.append(Check("max-arena-bytes", ok,
+                             f"arena {self.arena_bytes:,} bytes ({'≤' if ok else '>'} --max-arena-bytes "
+                             f"{self.arena_limit:,})", [],
+                             f"arena {self.arena_bytes:,} bytes (--max-arena-bytes {self.arena_limit:,})"))
+        if self.bundle is not None:
+            b = self.bundle
+            out.append(Check("bundle", b.ok, b.problem or (
+                f"{len(b.verified)} of {len(b.labels)} bundled test case(s) verified by the runtime"),
+                [f"{label}: the runtime's output differs from eager's" for label in b.failed],
+                b.problem or f"{len(b.failed)} bundled test case(s) fail verification"))
+        return out
+
+    def declined_lines(self) -> list[str]:
+        """One line per operator left on portable kernels: the partitioner's own reasons."""
+        if self.delegation is None:
+            return []
+        counts = self.delegation.by_op()
+        return [f"{op} ({counts.get(op, (0, 0))[1]} node(s)): {'; '.join(reasons) or 'no reason given'}"
+                for op, reasons in self.delegation.reasons().items()]
+
+    @property
+    def passed(self) -> bool:
+        return self.internal_error is None and self.exported_ok and self.parity is not None and all(
+            c.passed for c in self.checks)
+
+    @property
+    def exit_code(self) -> int:
+        if self.internal_error is not None:
+            return EXIT_ERROR
+        return EXIT_PASS if self.passed else EXIT_FAIL
+
+    @property
+    def verdict(self) -> str:
+        """``pass``, ``fail`` or ``error`` (the doctor failed: no verdict about the model)."""
+        if self.internal_error is not None:
+            return "error"
+        return "pass" if self.passed else "fail"
+
+    @property
+    def headline(self) -> str:
+        if self.internal_error is not None:
+            where = f" during stage '{self.internal_stage}'" if self.internal_stage else ""
+            return f"internal error of export doctor{where}, not a finding about the model: " \
+                   f"{error_line(self.internal_error)}"
+        d = self.diagnosis
+        if not d.ok and self.pte_path and d.stage == "load":
+            return f"the shipped .pte cannot run these inputs (stage: load): {d.summary.split(': ', 1)[-1]}"
+        if not d.ok:
+            what = {"export": "the export failed", "lower": "lowering failed",
+                    "load": "loading in the ExecuTorch runtime failed"}.get(d.stage, "the export failed")
+            return f"{what}: {d.kind.replace('_', ' ')} (stage: {d.stage})"
+        inside = [r for r in self.parity.rows if r.within_contract]
+        if not inside:
+            text = "no probe fell inside the input contract, so parity is unproven"
+        elif self.failing_rows:
+            bad = self.failing_rows
+            kinds = {"diverge": ("diverges", "diverge"), "rejected": ("is rejected", "are rejected"),
+                     "refused": ("is refused on the host", "are refused on the host"),
+                     "eager_error": ("fails in eager", "fail in eager")}
+            parts = []
+            for status, (one, many) in kinds.items():
+                n = sum(r.status == status for r in bad)
+                if n:
+                    parts.append(f"{n} {one if n == 1 else many}")
+            text = (f"{len(bad)} of {len(inside)} probes inside the input contract "
+                    f"{'does' if len(bad) == 1 else 'do'} not match eager: {', '.join(parts)}")
+        else:
+            text = f"all {len(inside)} probes inside the input contract match eager"
+            if self.silent_rows and not self.strict:
+                text += f"; {len(self.silent_rows)} outside it run silently on the device"
+        others = [c.short or c.message for c in self.checks if c.name != "parity" and not c.passed]
+        if others:
+            text += ", but " + "; ".join(others)
+        return text
+
+    def next_steps(self) -> list[str]:
+        """What to do about what was found (the lessons' workflow, shortened)."""
+        steps: list[str] = []
+        if self.internal_error is not None:
+            return ["This is a failure of export doctor itself, not a finding about the model: rerun with "
+                    "--traceback and report it with the command line."]
+        if not self.diagnosis.ok:
+            steps.append(self.diagnosis.fix)
+            steps.append("Then run the doctor again: a clean export still has to match eager on varied inputs.")
+            return steps
+        bad = self.failing_rows
+        if self.pte_path and any(r.status == "diverge" for r in bad):
+            steps.append("The shipped .pte computes something else than this eager model on inputs it accepts: it "
+                         "was built from other weights or another version of the code, or the export took a Python "
+                         "decision once. Rebuild it from this model (run the doctor without --pte) and compare.")
+        elif any(r.status == "diverge" for r in bad):
+            steps.append("The .pte computes something else than eager on inputs it accepts: a Python decision (an "
+                         "`if` on a size or a flag, a loop bound) was taken once at export. Find it in forward(); "
+                         "make it torch.where / torch.cond, hoist it into the app, or narrow the Dim so the "
+                         "contract excludes those sizes.")
+        if any(r.status == "rejected" for r in bad):
+            steps.append("The runtime refuses inputs the contract allows: read its message in the table (memory "
+                         "plan capacity, a kernel's own limit) and narrow the Dim or fix the operator.")
+        if any(r.status == "refused" for r in bad):
+            steps.append("Inputs the contract allows were refused on the host, because the runtime would hand them "
+                         "to the delegate as undefined behaviour: read the reason in the table.")
+        if any(r.status == "eager_error" for r in bad):
+            steps.append("Eager PyTorch itself fails inside the declared range: narrow the Dim to the sizes "
+                         "forward() supports.")
+        if self.silent_rows:
+            steps.append("ExecuTorch does not check a Dim's min, shared Dims, or sizes that fit the memory plan: "
+                         "check inputs on the host before the device (PteArtifact.run / InputContract.check), or "
+                         "pad/resize them there.")
+        if self.unbounded_dims:
+            steps.append(f"Dim {', '.join(self.unbounded_dims)} has no max, so the memory plan reserves the "
+                         "example's size and a longer input is rejected on the device: give every Dim the max "
+                         "production needs.")
+        steps += self._delegation_steps()
+        if any(c.name == "max-arena-bytes" and not c.passed for c in self.checks):
+            steps.append("The arena is planned for each Dim's max: lower the max, bucket the sizes into a few "
+                         "static methods (lesson 09), or raise the budget if the device has the memory.")
+        if self.bundle is not None and self.bundle.labels:
+            steps.append("Verify the bundle where the .pte runs (see the bundle section): the same program must "
+                         "reproduce eager's outputs on the device.")
+        return steps
+
+    def _delegation_steps(self) -> list[str]:
+        dl = self.delegation
+        if dl is None or not dl.portable_nodes or self.backend != "xnnpack":
+            return []
+        reasons = dl.reasons()
+        words = " ".join(" ".join(r) for r in reasons.values())
+        steps = [f"{dl.portable_nodes} node(s) run on portable kernels; the partitioner's reasons: "
+                 + "; ".join(f"{op}: {', '.join(r) or 'no reason given'}" for op, r in reasons.items())]
+        if "dynamic" in words:
+            steps.append("XNNPACK declined an operator because of a dynamic size: a static export (or a few "
+                         "static buckets) keeps it delegated, at the cost of refusing other sizes.")
+        if "torch.cond" in words:
+            steps.append("XNNPACK never looks inside torch.cond branches: torch.where (both sides computed) keeps "
+                         "that work on the delegate.")
+        if "no rule" in words:
+            steps.append("Operators XNNPACK has no rule for stay on portable kernels whatever the shapes: rewrite "
+                         "them with supported operators if they matter for speed.")
+        if "not known from a .pte file" in words:
+            steps.append("Run the doctor without --pte to get the partitioner's reasons from a lowering.")
+        return steps
+
+    def __repr__(self) -> str:
+        return f"<DoctorReport {self.target}: {self.verdict.upper()} (exit {self.exit_code}) — {self.headline}>"
