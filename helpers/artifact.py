@@ -122,7 +122,8 @@ class DelegationReport:
         XNNPACK's rules report a reason for the nodes they check and decline (e.g. *dynamic output
         sizes are not supported*). Without such a reason: either XNNPACK has no rule for the operator
         at all, or it has one and still did not take these nodes without saying why (the report says
-        which). Operators inside a ``torch.cond`` branch are never offered to the partitioner.
+        which). Operators inside a ``torch.cond`` branch are never taken: ExecuTorch's lowering visits the
+        branch graphs, but ``XnnpackPartitioner`` picks nodes by walking the top-level graph only.
         """
         given: dict[str, list[str]] = {}
         for d in self.declined:

@@ -62,14 +62,23 @@ def fmt(value: Any, decimals: int = 3) -> str:
 # Lines that are about torch's own debugging, never about the learner's model. torch's remedies
 # ("consider using data-dependent friendly APIs", draft_export, torch._check) stay: they are advice.
 _NOISE = ("For more information, run with", "TORCH_LOGS", "TORCHDYNAMO_EXTENDED", "For C++ stack trace",
-          "For more debugging help")
+          "For more debugging help", "For extended logs", "If you suspect the guard was triggered from C++")
 
 
 def error_excerpt(exc: BaseException, max_lines: int = 12) -> str:
-    """The lines of an error message a learner should read (type first, noise and paths removed)."""
+    """The lines of an error message a learner should read (type first, noise and paths removed).
+
+    A noise sentence is cut from its line, and a whole sentence before it stays: torch writes
+    ``Constraints violated (batch)! For more information, run with TORCH_LOGS=…`` on one line.
+    """
     lines = []
     for line in str(exc).splitlines():
-        if not line.strip() or any(n in line for n in _NOISE):
+        for noise in _NOISE:
+            if noise in line:
+                line = line[:line.index(noise)]
+                if not line.rstrip().endswith(("!", ".", ":")):  # not a whole sentence: nothing to keep
+                    line = ""
+        if not line.strip():
             continue
         lines.append(sanitize(line.rstrip()))
     if len(lines) > max_lines:

@@ -91,7 +91,9 @@ CARDS = [
         id="04.where_tradeoff", lesson="04_torch_where", topic="torch.where", kind="trade-off",
         question="When would you use torch.where instead of torch.cond for a branch in an exported model?",
         answer=("torch.where selects values; it is not control flow, so the graph stays straight-line, nothing is "
-                "specialised or guarded, and the partitioner can delegate all of it. The price is that both sides "
+                "specialised or guarded, and the partitioner sees every node, so XNNPACK takes whatever it has rules for "
+                "(in lesson 04 the linear layers; the reduction, the comparison and the where itself stay on portable "
+                "kernels), where a cond's branches would all run on portable kernels. The price is that both sides "
                 "are always computed, so it suits cheap or elementwise branches and wastes work when one side is "
                 "an expensive subnetwork. The discarded side must also be safe to compute: an integer division by "
                 "zero or an out-of-range index fails on the device even though its result would be thrown away. "
@@ -109,8 +111,10 @@ CARDS = [
         answer=("Often: no branch in the model at all. I export each side as its own method in one .pte, or as two "
                 ".pte files, and the app picks which to call. The condition becomes a few lines of Kotlin or Swift, "
                 "where branching is free, loggable and testable, and each graph stays straight-line and fully "
-                "delegated, unlike a cond whose branches run on portable kernels. One file holds both methods' "
-                "weights; two files let the app download or load only what it uses. This works when the app can "
+                "delegated, unlike a cond whose branches run on portable kernels. The runtime loads a method only when "
+                "it is called (load_method), so one file does not load both; the choice between one file and two "
+                "is about what ships: one download and one artifact to version, or only the side the app uses, "
+                "with two versions to keep in step. This works when the app can "
                 "make the decision from what it has, like orientation, language or device tier; a decision on an "
                 "intermediate value of the network stays inside, as torch.cond or torch.where. Parity is checked "
                 "with the app's choice in the loop, against the original model, on both sides."),

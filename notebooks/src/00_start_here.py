@@ -19,7 +19,7 @@
 # | **export** | `torch.export.export(model, args)`: turn a model into one graph of operators that describes it for every input it will accept |
 # | **trace** | how export builds that graph: it runs `forward()` once, with symbolic stand-ins for your example inputs, and records each operator called |
 # | **guard** | a condition on the inputs that export assumed while tracing (e.g. "batch is 2"); the program is only valid where its guards hold |
-# | **specialization** | a value that was a Python number or `bool` while tracing (a shape, a flag) is baked into the graph as a constant: only the path it chose is recorded |
+# | **specialization** | a value that was a plain Python number or `bool` while tracing (a static size, a flag, an `int` argument) is baked into the graph as a constant: only the path it chose is recorded |
 # | **`Dim`** | `torch.export.Dim("batch", min=1, max=8)`: declares that one axis of an input may vary, within a range |
 # | **input contract** | what the exported program accepts: each input's dtype, rank, fixed sizes and the ranges of its `Dim`s |
 # | **edge dialect** | the restricted operator set ExecuTorch accepts (Core ATen, with fixed dtypes); an exported graph is converted to it before lowering |
@@ -31,7 +31,7 @@
 # | **`.pte`** | the serialized program: instructions, weights, delegate blobs and the memory plan |
 # | **runtime** | the ExecuTorch runtime (`executorch.runtime`, the same C++ a phone app links): loads a `.pte` and walks its instructions; it has no Python and no compiler |
 # | **higher-order operator** | an operator that takes functions (graphs) as arguments: `torch.cond(pred, true_fn, false_fn, operands)` holds both branches as sub-graphs |
-# | **Dynamo** | the Python-bytecode tracer inside `torch.compile`: it reads your function's bytecode and builds graphs from it (`torch.export` uses it only with `strict=True`; by default export traces by running your Python with symbolic tensors) |
+# | **Dynamo** | the Python-bytecode tracer inside `torch.compile`: it reads your function's bytecode and builds graphs from it. By default (`strict=False`) export traces `forward()` by running it as ordinary Python with symbolic tensors, and uses Dynamo only with `strict=True`; but `torch.cond` hands its branches to Dynamo (`torch.compile(…, fullgraph=True)`) in either mode, so a branch must be code Dynamo can capture whole (lesson 03) |
 
 # %%
 import ipywidgets as w
@@ -121,8 +121,11 @@ print(".pte: ", helpers.fmt(device_out))
 
 # %% [markdown]
 # One matching sample is weak evidence. `probe_inputs` builds a varied set around the example: signs, scales,
-# zeros, extremes, and every axis nudged outside what export recorded. `compare` runs eager and the **raw**
-# runtime (no host-side help, like a device) on each one. The report groups identical outcomes:
+# zeros, extremes, and every axis nudged outside what export recorded. `compare` runs eager and the `.pte` on
+# each one, the `.pte` through `artifact.run_raw`: with the runtime's own input checks only, as an app that skips
+# validation would. (A few inputs would be undefined behaviour inside a delegate: `run_raw` refuses those on the
+# host and the report counts them as "refused on the host"; none appear here.) The report groups identical
+# outcomes:
 
 # %%
 probes = helpers.probe_inputs((x,))
@@ -180,7 +183,10 @@ explorer.set(batch=2, sign=1.0).verdict
 # | your own models | `11_export_doctor` |
 #
 # ## Takeaways
-# - `torch.export` runs `forward()` once and keeps only what ran: Python `if`s are decided at export.
+# - `torch.export` runs `forward()` once and keeps only what ran. An `if` on a plain Python value, like this
+#   attribute, is decided while tracing: only the side it took is in the graph. An `if` on a tensor's values
+#   stops export instead (lesson 02), and one on a dynamic size is settled by export's assumptions or becomes a
+#   guard checked against your `Dim` (lessons 01 and 02).
 # - The pipeline is four stages: export, edge + partitioner (`to_edge_transform_and_lower`), `to_executorch`,
 #   the runtime. Each can fail on its own.
 # - A `.pte` is a fixed program for a fixed contract; the runtime on a device has no Python and no compiler.
@@ -202,4 +208,5 @@ assert torch.allclose(device_out, model(x), atol=1e-5)
 counts = report.counts()
 assert counts["match"] > 0 and counts["diverge"] == 0 and counts["rejected"] > 0 and counts["eager_error"] > 0
 assert all(r.within_contract for r in report if r.status == "match")
+assert counts["refused"] == 0  # "none appear here": no input was refused on the host
 print("ConfigBranch: one recorded path, the stock pipeline and helpers.lower agree with eager inside the contract")

@@ -46,8 +46,8 @@ cf.source_and_graph(model, art_flag, "ConfigBranch(use_residual=True)")
 
 # %% [markdown]
 # The `if` is gone. While tracing, `self.use_residual` was the Python value `True`, so the `add`
-# was recorded and the question was never asked again. The program is straight-line and XNNPACK
-# takes all of it: on the device it is as fast as it gets.
+# was recorded and the question was never asked again. The program is straight-line, and XNNPACK
+# takes all of it:
 
 # %%
 print(art_flag.delegation().summary())
@@ -392,10 +392,13 @@ for values in ({"trap": "shape if", "size": 1}, {"trap": "config flag", "size": 
 #
 # - Export records the *outcome* of every Python decision it meets; the other branch does not exist in
 #   the `.pte`.
-# - Shapes, config attributes and Python scalars all collapse to Python values while tracing: that is
-#   silent specialization. Loops over them are unrolled and baked in.
-# - On the device the program is fast (here fully delegated) and wrong, or it refuses the input. A wrong
-#   answer makes no noise: only a comparison with eager on **varied** inputs finds it, including every
+# - Config attributes, Python scalar arguments and static sizes are plain Python values while tracing: an
+#   `if` on one keeps the side it took, a loop over one is unrolled. That is silent specialization.
+# - A dynamic size is a symbol, not a value: `x.shape[1] > 1` was answered by export's assumption that every
+#   dynamic size is at least 2, with no guard, so the program is wrong at 1 inside its own contract. (Other
+#   comparisons on a dynamic size become guards that export checks against your `Dim`: lesson 02.)
+# - On the device the program runs (here fully delegated) and gives another answer, or it refuses the input.
+#   A wrong answer makes no noise: only a comparison with eager on **varied** inputs finds it, including every
 #   bound's edge (`frames = 1`) and both settings of every flag.
 # - Tensor-valued conditions (`x.sum() > 0`, `while`) fail loudly instead: next lesson.
 #

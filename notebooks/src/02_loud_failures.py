@@ -119,7 +119,8 @@ err = cf.show_export_error(torch.export.export, gate, (eight,), dynamic_shapes={
 # %% [markdown]
 # This time export *could* answer: with 8 rows the branch is `True`, and it would guard on `batch > 4`. But you
 # promised every batch from 1 to 16, so it refuses and proposes the range the traced code supports: `min=5`.
-# That suggestion is a statement about the code, not advice: taking it silently drops small batches.
+# That suggestion is a statement about the code, not a fix: it describes the one path export recorded (we run
+# it below).
 #
 # Apply lesson 01 to it: the same `BatchGate`, exported with the same batch of 8 but **without** a `Dim`.
 
@@ -127,11 +128,27 @@ err = cf.show_export_error(torch.export.export, gate, (eight,), dynamic_shapes={
 questions.ask("02.static_gate_kind")
 
 # %% [markdown]
+# Now take torch's suggestion, `min=5`, and it exports: the program holds only the large-batch path. Batches
+# 1 to 4 are outside its contract, but the runtime does not check a `Dim`'s min, so a device that sends one
+# runs that path on it without complaint:
+
+# %%
+art_gate5 = helpers.lower(gate, (eight,), dynamic_shapes={"x": {0: Dim("batch", min=5, max=16)}})
+gate5_rows = {b: helpers.check_one(gate, art_gate5, (torch.randn(b, 4),)) for b in (2, 4, 5)}
+for b, row in gate5_rows.items():
+    print(f"batch {b}:", cf.verdict_line(row))
+
+# %% [markdown]
+# Nothing is dropped or refused: small batches get the other branch's answer. Take the suggested range only
+# when it is the range the app really sends, and then check inputs on the host (`artifact.run` refuses
+# batch 2 here), or fix the code so it holds for every batch.
+
+# %% [markdown]
 # ## Why it happens
 #
 # | the error says | kind | what happened | where to look |
 # |---|---|---|---|
-# | `GuardOnDataDependentSymNode`, "data-dependent expression" | data-dependent | Python asked for the value of a tensor computed from data (`if`, `while`, `.item()`) | the `File … line …` it quotes in `forward()` |
+# | `GuardOnDataDependentSymNode`, "data-dependent expression" | data-dependent | Python asked for a value computed from data: an `if` or `while` on a tensor, or a branch on a `.item()` result (`.item()` itself exports, as an unbacked symbol: §5 runs one) | the `File … line …` it quotes in `forward()` |
 # | "not in Core ATen opset", "kernel … not found", "no fake impl" | unsupported operator | an operator one stage of the pipeline does not have | the operator's name; the stage (export / lower / load) |
 # | "Constraints violated", "Suggested fixes: batch = Dim(…)" | guard on a dynamic dimension | the code reasons about a size in a way that does not hold for the whole declared range | the suggested `Dim`: it tells you what range the code assumes |
 #
@@ -340,6 +357,8 @@ assert [line for _, line in draft.issues] == ["if torch.isnan(x).any():", "if x.
 assert len(draft.decisions) == 2 and "torch._check" in draft.advice
 assert not any("assert" in detail for _, detail in fx.instructions(art_valid).steps)
 assert gate_report.ok, gate_report
+assert [r.status for r in gate5_rows.values()] == ["diverge", "diverge", "match"], gate5_rows  # min=5: run, wrongly
+assert all(art_gate5.input_contract().violations((torch.randn(b, 4),)) for b in (2, 4))  # artifact.run refuses them
 sides = cf.branch_sides(gate_probes, lambda t: t.shape[0] > 4)
 assert sides["true"] > 0 and sides["false"] > 0, sides
 assert exercises.get("02.triage").check(exercises.solution("02.triage")).passed

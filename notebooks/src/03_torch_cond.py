@@ -6,7 +6,8 @@
 #   run time, on the device;
 # - how to prove parity on both sides over a varied input set;
 # - cond's constraints on torch 2.13, each shown by the real error it produces, and what this torch relaxed;
-# - what it costs: the stock XNNPACK pipeline fails on it, and once lowered its branches run on portable kernels.
+# - what it costs: the stock XNNPACK pipeline fails on a branch that holds an operator XNNPACK wants whole
+#   (`linear`), and once lowered a cond's branches run on portable kernels.
 #
 # Terms from lesson 00's glossary used here: higher-order operator, partitioner, delegate, XNNPACK, portable
 # kernels, edge dialect.
@@ -180,9 +181,10 @@ err = helpers.show_error(to_edge_transform_and_lower, cond_ep, partitioner=[Xnnp
 
 # %% [markdown]
 # Lowering fails before anything runs. `XnnpackPartitioner` asks the pipeline not to decompose `aten.linear` (it
-# wants the whole operator, to run it as one XNNPACK op), everywhere in the program. But the partitioner is only
-# offered the main graph: it never takes a node inside a cond branch. The branch's `linear` ends up neither
-# decomposed into edge operators the portable kernels have, nor delegated.
+# wants the whole operator, to run it as one XNNPACK op), everywhere in the program. ExecuTorch's lowering does
+# visit the cond's branch graphs, but `XnnpackPartitioner` picks its nodes by walking the top-level graph only,
+# so it never tags a node inside a branch. The branch's `linear` ends up neither decomposed into edge operators
+# the portable kernels have, nor delegated.
 #
 # `helpers.lower` uses a subclass that keeps that request only for nodes of the main graph, so branch nodes
 # decompose (`linear` → `permute_copy` + `addmm`) and run on portable kernels:

@@ -48,8 +48,8 @@ where_report = helpers.compare(models.ScaleOrShift(), art_where, probes)
 print(where_report)
 
 # %% [markdown]
-# And because it is straight-line code, the partitioner sees all of it. Compare `torch.cond` (lesson 03), node by
-# node:
+# And because it is straight-line code, the partitioner sees every node: nothing is hidden in a branch. What it
+# takes is another matter. Compare `torch.cond` (lesson 03), node by node:
 
 # %%
 art_cond = helpers.lower(models.ScaleOrShiftCond(), (x,))
@@ -141,7 +141,7 @@ fig
 # ## The side you throw away still runs
 #
 # A Python `if` never computes the side it does not take. `where` computes it, on every input, and keeps only the
-# value. So that side must be *safe* on every input, not just correct where it is kept. Three "guarded"
+# value. So that side must be *safe* on every input, not just correct where it is kept. Four "guarded"
 # computations, each written the way an `if` would have protected it:
 
 # %%
@@ -281,6 +281,7 @@ interview.ask("04.where_tradeoff")
 sides = cf.branch_sides(probes, lambda t: t.sum() > 0)
 assert sides["true"] > 0 and sides["false"] > 0, sides
 assert where_report.ok, where_report
+assert set(art_where.delegation().portable_ops()) == {"aten_gt_scalar", "aten_sum_dim_int_list", "aten_where_self"}
 heavy_report = helpers.compare(fx.HeavyCond(), art_heavy_where, [(heavy_side,), (cheap_side,), (big,)])
 assert heavy_report.ok, heavy_report
 assert art_heavy_where.graph().count("aten.linear") == 6

@@ -87,8 +87,10 @@ print(hoisted)
 # %% [markdown]
 # ### Or two `.pte` files
 #
-# The same two graphs can ship as two files: the app loads the one it needs (or both). One file with two methods
-# is one load and one artifact to version; two files let the app download or load only what it uses. The sizes:
+# The same two graphs can ship as two files. Either way the runtime loads a method only when the app asks for it
+# (`program.load_method("a")`), so one file does not make the app load both. What differs is what ships: one file
+# with two methods is one download and one artifact to version; two files let the app download only the one it
+# uses, and must be kept in step. The sizes:
 
 # %%
 art_a = helpers.lower(fx.ScaleOrShiftA(), (x,))
@@ -145,8 +147,10 @@ print("rotated by the app:", cf.verdict_line(helpers.check_one(vision, art_visio
 # %% [markdown]
 # The app rotates it first, with the platform's image API (here `torch.rot90`).
 #
-# **Model size.** A low-end phone calls `small`, a flagship `large`; the app resizes the frame to the method it
-# picked:
+# **Input resolution per device tier.** `small` and `large` are the same network exported at two input
+# resolutions (32×48 and 64×96): a low-end phone calls `small`, a flagship `large`, and the app resizes the frame
+# to the method it picked. (That is resolution bucketing, lesson 09's subject. A smaller *network* for low-end
+# phones works the same way: two different models, one method each.)
 
 # %%
 def app_vision(frame: torch.Tensor, tier: str) -> torch.Tensor:
