@@ -251,7 +251,7 @@ def _refusal(exc: BaseException) -> str:
         return f"refused on the host: {exc.reason.split('. ')[0]}"
     if isinstance(exc, RuntimeRejectedError):
         return f"refused by the runtime: {exc.reason.split('. ')[0]}"
-    return error_excerpt(exc, 1)
+    return error_excerpt(exc, 2)  # torch's header ("Constraints violated (T)!") and the line that says why
 
 
 def _outputs(values: tuple[Any, ...] | None) -> str:

@@ -247,8 +247,10 @@ def dim_modes(model: nn.Module, example: tuple[Any, ...], input_name: str, axis:
         try:
             art = lower(model, example, dynamic_shapes={input_name: {axis: spec}})
         except Exception as exc:  # noqa: BLE001 - an export error is a result here
-            row.update(recorded="export error", range="—", planned="—",
-                       note=error_excerpt(exc, max_lines=1).split("\n")[0][:160])
+            lines = error_excerpt(exc, max_lines=2).split("\n")
+            if "Constraints violated" in lines[0] and len(lines) > 1:  # the header: the reason is the next line
+                lines[0] = f"{type(exc).__name__}: {lines[1].strip().removeprefix('- ')}"
+            row.update(recorded="export error", range="—", planned="—", note=lines[0][:160])
             rows.append(row)
             continue
         spec_in = next(i for i in art.input_contract().inputs if i.name == input_name)
