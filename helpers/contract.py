@@ -289,7 +289,9 @@ def _range_violations(spec: InputSpec, axis: int, ax: AxisSpec, size: int) -> li
                if narrowed else "")
         return [Violation(spec.name, axis, "below the Dim's minimum (the device runtime does NOT check this)",
                           f"≥ {lo}", str(size),
-                          f"{why}pad to {lo} on the host, or re-export with a smaller min if forward() allows it",
+                          f"{why}handle it on the host before the device (padding to {lo} is a fix only where "
+                          "forward() gives the same answer on the padded input), or re-export with a smaller min if "
+                          "forward() allows it",
                           dim=ax.dim)]
     limit, what = (ax.max, "max") if ax.max is not None else (ax.planned, "planned capacity")
     if limit is not None and size > limit:

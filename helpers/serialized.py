@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["read_methods"]
+__all__ = ["read_methods", "input_dynamism"]
 
 # ExecuTorch's ScalarType numbering (executorch/runtime/core/portable_type/scalar_type.h)
 _SCALAR_TYPES = {0: torch.uint8, 1: torch.int8, 2: torch.int16, 3: torch.int32, 4: torch.int64,
@@ -33,6 +33,23 @@ def read_methods(pte: bytes) -> dict[str, dict[str, Any]]:
     program = deserialize_pte_binary(bytes(pte))
     program = getattr(program, "program", program)
     return {plan.name: {"instructions": _instructions(plan), "memory_plan": _memory_plan(plan)}
+            for plan in program.execution_plan}
+
+
+def input_dynamism(pte: bytes) -> dict[str, list[str]]:
+    """Per method, each tensor input's ``TensorShapeDynamism`` as the program's flatbuffer records it:
+    ``STATIC`` (exactly this shape), ``DYNAMIC_BOUND`` (any shape up to the recorded one) or
+    ``DYNAMIC_UNBOUND``.
+
+    The runtime's ``MethodMeta`` does not expose it (its ``sizes()`` are the largest shape either way), so
+    this reads the serialized program with the ahead-of-time compiler's deserializer.
+    """
+    from executorch.exir._serialize._program import deserialize_pte_binary
+
+    program = deserialize_pte_binary(bytes(pte))
+    program = getattr(program, "program", program)
+    return {plan.name: [plan.values[i].val.shape_dynamism.name for i in plan.inputs
+                        if type(plan.values[i].val).__name__ == "Tensor"]
             for plan in program.execution_plan}
 
 

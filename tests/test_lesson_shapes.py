@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
 import pytest
 import torch
 from torch.export import Dim
@@ -203,3 +206,18 @@ def test_latency_rounds_interleaves_and_measures_each_program(vision):
 def test_median_latency_is_positive(vision):
     _, art, frame = vision
     assert 0 < S.median_latency_ms(art, (frame,), repeat=5, warmup=1) < 1000
+
+
+def test_the_flatbuffer_tells_static_from_bounded_where_methodmeta_cannot():
+    from helpers.serialized import input_dynamism
+
+    frame = S.camera_frame(64, 64)
+    static = helpers.lower(M.TinyVision(), (frame,))
+    bounded = helpers.lower(M.TinyVision(), (frame,), dynamic_shapes={"x": {2: Dim("height", min=32, max=64)}})
+    sizes = {name: tuple(S.read_signature(art)["forward"].input_tensor_meta(0).sizes())
+             for name, art in (("static", static), ("bounded", bounded))}
+    assert sizes == {"static": (1, 3, 64, 64), "bounded": (1, 3, 64, 64)}  # MethodMeta: the max, either way
+    with tempfile.TemporaryDirectory() as tmp:
+        read = {name: input_dynamism(art.save(Path(tmp) / f"{name}.pte").read_bytes())
+                for name, art in (("static", static), ("bounded", bounded))}
+    assert read == {"static": {"forward": ["STATIC"]}, "bounded": {"forward": ["DYNAMIC_BOUND"]}}

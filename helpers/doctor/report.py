@@ -279,8 +279,8 @@ class DoctorReport:
                          "forward() supports.")
         if self.silent_rows:
             steps.append("ExecuTorch does not check a Dim's min, shared Dims, or sizes that fit the memory plan: "
-                         "check inputs on the host before the device (PteArtifact.run / InputContract.check), or "
-                         "pad/resize them there.")
+                         "check inputs on the host before the device (PteArtifact.run / InputContract.check), and handle "
+                         "the ones outside there (padding or resizing only where the model's answer stays the same).")
         if self.unbounded_dims:
             steps.append(f"Dim {', '.join(self.unbounded_dims)} has no max, so the memory plan reserves the "
                          "example's size and a longer input is rejected on the device: give every Dim the max "

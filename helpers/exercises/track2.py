@@ -261,7 +261,7 @@ def _grade_derived_dim(answer: Any) -> list[Verdict]:
         return verdicts
     reference = ChunkMean()
     art, verdict = lowered(reference, (_rows(32),), answer, hint=(
-        "read what torch suggests: a Dim for the number of chunks, and T as a multiple of it"))
+        "read what torch suggests: a root Dim, and T derived from it"))
     verdicts.append(verdict)
     if art is None:
         return verdicts
@@ -269,14 +269,14 @@ def _grade_derived_dim(answer: Any) -> list[Verdict]:
               for kind in ("random", "large")]
     verdicts.append(parity(reference, art, probes, run=_host_run(art),
                            criterion="every T = 8, 12, …, 64 passes the host check, runs and matches eager", hint=(
-                               "the root Dim counts chunks of 4: its max sets the longest T the program accepts")))
+                               "the root Dim is the length of one chunk (T / 4): its max sets the longest T the program accepts")))
     if not verdicts[-1].passed:
         return verdicts
     refused, words = _refused_on_host(art, (_rows(30),))
     if not refused:
         verdicts.append(Verdict("T=30 is refused on the host", False,
                                 "T=30 (not a multiple of 4) passes your host check and reaches the runtime",
-                                "make T a multiple of the chunk count in the contract, so the host check refuses 30"))
+                                "make T a multiple of 4 (the number of chunks) in the contract, so the host check refuses 30"))
         return verdicts
     verdicts.append(Verdict("T=30 is refused on the host", True, words.split(". Fix")[0]))
     static = lower(reference, (_rows(32),))
@@ -298,9 +298,10 @@ def _reasons(art: Any) -> dict[str, list[str]]:
 
 
 _DERIVED_DIM_SOLUTION = '''
-# The view needs T = 4 * (number of chunks): declare the chunk count and derive T from it (what torch suggests).
-chunks = Dim("chunks", min=2, max=16)  # T from 8 to 64
-answer = {"x": {1: 4 * chunks}}
+# The view splits each row into 4 chunks of T / 4 values: declare the chunk length and derive T from it (what torch
+# suggests).
+chunk = Dim("chunk", min=2, max=16)  # T from 8 to 64
+answer = {"x": {1: 4 * chunk}}
 '''
 
 

@@ -18,12 +18,14 @@ CARDS = [
         question=("Why does an exported ExecuTorch model reject a different input size on the device?"),
         answer=("Export specializes by default: it runs forward() once and records the example's sizes as "
                 "constants, so reshapes and broadcasts are fixed. That is deliberate: with every size known, "
-                "to_executorch() plans one arena with a fixed offset per tensor, and the device never allocates "
-                "while it runs. The runtime compares each input with the shape and dtype in the .pte and refuses "
+                "to_executorch() plans one arena with a fixed offset per tensor, and the runtime's instructions "
+                "run without allocating (a delegate like XNNPACK still allocates its packed weights and workspace "
+                "when the method loads, outside the arena). The runtime compares each input with the shape and dtype in the .pte and refuses "
                 "anything else; nothing resizes or recompiles on the phone. I read the .pte's MethodMeta to "
                 "confirm, then normalize on the host, declare a bounded Dim, or ship buckets."),
         points=("the example's sizes are recorded as constants (specialization is the default)",
-                "static sizes are what make ahead-of-time memory planning possible: no allocation at run time",
+                "static sizes make ahead-of-time memory planning possible: the arena is sized before the program runs "
+                "(a delegate's packed weights and workspace come on top)",
                 "the runtime checks the input against the recorded shape/dtype and refuses; nothing recompiles on device",
                 "read the signature from the .pte (MethodMeta), then choose: normalize, bounded Dim, or buckets")),
     Card(
@@ -50,8 +52,9 @@ CARDS = [
                 "so that test was simply true and only the normalising branch is in the graph; one frame gives a "
                 "standard deviation of NaN. ExecuTorch strips export's range checks: the runtime checks rank, "
                 "dtype and capacity, not the Dim's min, so it ran the clip. The min is honest; the fix is a host-"
-                "side contract check before calling the model, padding or special-casing one-frame clips in the "
-                "app, and the min edge in the CI probes."),
+                "side contract check before calling the model, a separate one-frame path in the app (what eager "
+                "does for one frame; padding does not work here: a repeated frame has a standard deviation of 0, "
+                "and a zero frame changes the statistics), and the min edge in the CI probes."),
         points=("export decided the shape branch from the traced range (sizes >= 2): one branch in the graph",
                 "ExecuTorch strips export's asserts: min is not checked on device",
                 "host-side contract check before calling the model",

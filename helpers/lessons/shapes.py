@@ -3,6 +3,7 @@ and what dynamic shapes cost.
 
 - 06: :func:`camera_frame`, :func:`vision_program` (``TinyVision`` exported at one resolution),
   :func:`read_signature` (the ``.pte``'s own ``MethodMeta`` through the runtime bindings),
+  :class:`WideMLP` and :func:`process_memory` (what a process running a ``.pte`` really holds, measured),
   :func:`memory_plan` / :func:`plot_memory_plan` (where each tensor lives in the arena, and what wrote
   it), :class:`FrameTokens`, and the camera-frame widget (:func:`camera_explorer`, :func:`widget_demo`).
 - 07: :func:`dim_modes` (``Dim.AUTO`` / ``DYNAMIC`` / ``STATIC`` / named / unbounded side by
@@ -36,6 +37,7 @@ from ..parity import ParityReport, ParityRow
 
 __all__ = [
     "VISION_SIZE", "CAMERA_RESOLUTIONS", "camera_frame", "vision_program", "read_signature", "memory_plan",
+    "WideMLP", "process_memory",
     "plot_memory_plan", "FrameTokens", "declined_reasons",
     "MethodSignature", "inside_summary", "camera_explorer", "widget_demo", "dim_modes", "ChunkMean", "ChunkedMean", "HalfDiff", "TinySegmenter",
     "segmenter_program", "arena_vs_max", "median_latency_ms",
@@ -144,6 +146,63 @@ def plot_memory_plan(rows: list[dict[str, Any]], title: str = "The memory plan: 
     fig.tight_layout()
     plt.close(fig)
     return fig
+
+
+class WideMLP(nn.Module):
+    """Two 1024×1024 linear layers with a ReLU between them: 8 MB of float32 weights."""
+
+    def __init__(self, features: int = 1024, seed: int = 0):
+        super().__init__()
+        with models.seeded(seed):
+            self.a = nn.Linear(features, features)
+            self.b = nn.Linear(features, features)
+        self.eval()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.b(torch.relu(self.a(x)))
+
+
+_MEASURE_RSS = """
+import json, sys
+import torch
+from helpers._runtime import load_program
+
+def rss():
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmRSS"))
+
+data = open(sys.argv[1], "rb").read()
+shapes = json.loads(sys.argv[2])
+start = rss()
+program = load_program(data)
+loaded = rss()
+method = program.load_method("forward")
+ready = rss()
+method([torch.zeros(s) for s in shapes])
+ran = rss()
+print(json.dumps({"load_program": loaded - start, "load_method": ready - loaded, "first_run": ran - ready}))
+"""
+
+
+def process_memory(artifact: PteArtifact, input_shapes: Sequence[Sequence[int]]) -> dict[str, int]:
+    """How much a fresh process grows (resident memory, bytes) while it loads ``artifact``'s ``.pte`` with the
+    runtime bindings, loads ``forward``, and runs it once on zeros of ``input_shapes``.
+
+    Measured in a new Python process (nothing of this one's caches or allocator state counts), from
+    ``/proc/self/status`` (Linux). The growth is what the operating system sees: weights and arena pages
+    are counted when first touched, not when reserved.
+    """
+    import json
+    import subprocess
+    import sys
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = artifact.save(Path(tmp) / "program.pte")
+        done = subprocess.run([sys.executable, "-c", _MEASURE_RSS, str(path), json.dumps([list(s) for s in input_shapes])],
+                              capture_output=True, text=True, timeout=300, cwd=Path(__file__).resolve().parents[2])
+    if done.returncode != 0:
+        raise RuntimeError(f"measuring the process failed: {done.stderr.strip().splitlines()[-1:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 class FrameTokens(nn.Module):

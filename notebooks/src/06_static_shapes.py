@@ -3,7 +3,8 @@
 #
 # **What you will learn**
 # - what `torch.export` records about an input's size when you give it one example: facts, not a type;
-# - why that is deliberate: ahead-of-time **memory planning**, so the device allocates nothing while it runs;
+# - why that is deliberate: ahead-of-time **memory planning**, a fixed place for every tensor the runtime's
+#   instructions pass around, decided before the program ever runs; and what else the process holds;
 # - what the ExecuTorch runtime says when an input has another size, rank or dtype, in its own words;
 # - how to read the input signature stored **in the `.pte` itself**, through the runtime bindings.
 #
@@ -72,7 +73,8 @@ err = helpers.show_error(artifact.run_raw, camera)
 
 # %% [markdown]
 # That is the line your app's log shows: *Attempted to resize a static tensor. Expected shape (1, 3, 64, 64), but
-# received (1, 3, 48, 64)*, then `set_inputs() … failed with error 0x10` (`InvalidArgument`). It is a contract
+# received (1, 3, 48, 64)*, then `set_inputs() … failed with error 0x10` (in ExecuTorch's `runtime/core/error.h`,
+# 0x10 is `NotSupported`; `InvalidArgument` is 0x12). It is a contract
 # violation at the runtime boundary, not a bug in the model. Nothing resizes the frame and nothing recompiles:
 # there is no compiler on the phone.
 
@@ -109,8 +111,9 @@ err = helpers.show_error(exported.module(), shapes.camera_frame(48, 64))
 #
 # `to_executorch()` computes, before the program ever runs, how big one arena must be and at which **offset**
 # every intermediate tensor lives in it. Tensors whose lifetimes do not overlap share bytes. On the device the
-# runtime allocates that arena once, then walks the instructions without calling `malloc`: what you want in an
-# app with a tight memory budget and an operating system that kills memory hogs.
+# arena is allocated once, when the method loads, and the runtime's own instructions then run without calling
+# `malloc`: what you want in an app with a tight memory budget and an operating system that kills memory hogs.
+# (A delegate is another matter: we measure it below.)
 #
 # The plan can be read back from the serialized program. With the portable kernels only (no delegate), every
 # intermediate tensor is in it; `#` numbers the tensors in execution order, and `made by` is the kernel that
@@ -131,13 +134,40 @@ print(f"#{relu_out['#']} (the first relu's output, {relu_out['bytes']:,} bytes) 
       f"the bytes the input frame #{frame_in['#']} used (offset {frame_in['offset']:,}) until the first "
       "convolution had read it.")
 print(f"arena with the portable kernels: {portable.planned_memory_bytes():,} bytes")
-print(f"arena with XNNPACK:              {artifact.planned_memory_bytes():,} bytes (the input and the output; "
-      "XNNPACK keeps its intermediates in its own workspace)")
+xnn_plan = shapes.memory_plan(artifact)
+print(f"arena with XNNPACK:              {artifact.planned_memory_bytes():,} bytes = "
+      + " + ".join(f"{r['bytes']:,} ({r['made by']})" for r in xnn_plan) + " + 64")
 
 # %% [markdown]
-# Same offset, different times. Nothing is allocated while the program runs, and the arena's size is a property of
-# the program. Every offset above was computed from 1×3×64×64: a 48×64 frame would need other sizes, other offsets,
-# another arena. That is a different program, so the runtime refuses the frame.
+# With XNNPACK the arena holds the input and the delegate's output only: XNNPACK keeps its intermediates in memory
+# of its own. The last 64 bytes are padding: ExecuTorch's memory planner adds 64 bytes to every buffer of a program
+# that contains an XNNPACK delegate (`extra_padding = 64` in `exir/memory_planning.py`; the source gives no reason).
+
+# %% [markdown]
+# Same offset, different times: the arena's size is a property of the program, and every offset above was computed
+# from 1×3×64×64.
+#
+# ### What the process really holds
+#
+# The arena is what the runtime's instructions need. It is not all the memory your app holds while the model
+# runs: the program's bytes (weights included) stay loaded, and XNNPACK, when a method loads, rebuilds its graph
+# and packs the weights into memory it allocates itself, beside a workspace for its intermediates. `WideMLP` is
+# two 1024×1024 linear layers, 8.4 MB of weights, lowered to XNNPACK. Measured in a fresh process, how much the
+# process grows when it loads the method (the figure varies a little from run to run):
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+wide = shapes.WideMLP()
+wide_art = helpers.lower(wide, (torch.randn(1, 1024),))
+held = shapes.process_memory(wide_art, [(1, 1024)])
+print(f".pte file:                      {wide_art.nbytes / 1e6:5.2f} MB")
+print(f"arena:                          {wide_art.planned_memory_bytes() / 1e6:5.2f} MB")
+print(f"process growth at load_method:  {held['load_method'] / 1e6:5.2f} MB")
+
+# %% [markdown]
+# The arena is 8 KB, yet loading the method grows the process by about the size of the weights again: that is
+# XNNPACK's packed copy, held for as long as the method is loaded, next to the program's own bytes. Budget for all
+# of it, not for the arena alone.
 
 # %% [markdown]
 # ### 3. What the runtime checks, in its own words
@@ -156,12 +186,13 @@ my_prediction = None  # "match", "diverge" or "rejected"
 questions.reveal("06.channels_last", my_prediction)
 
 # %% [markdown]
-# Five inputs the camera code might plausibly produce, all sent to the runtime as they are:
+# Six inputs the camera code might plausibly produce, all sent to the runtime as they are:
 
 # %%
 attempts = {
     "48×64 frame (another resolution)": shapes.camera_frame(48, 64),
     "32×128 frame (the same 4,096 pixels)": shapes.camera_frame(32, 128),
+    "32×32 frame (a quarter of the bytes)": shapes.camera_frame(32, 32),
     "1×64×64×3 (channels-last buffer)": frame_64.permute(0, 2, 3, 1).contiguous(),
     "3×64×64 (batch axis forgotten)": frame_64[0],
     "1×3×64×64 float16": frame_64.half(),
@@ -174,7 +205,10 @@ for what, tensor in attempts.items():
         print(f"{what}: rejected by the runtime\n    {exc.reason.split('. Error')[0]}")
 
 # %% [markdown]
-# Sizes, rank and dtype are each compared with what the `.pte` recorded. Where is that record?
+# Sizes, rank and dtype are each compared with what the `.pte` recorded. Look at the 32×32 frame: a quarter of the
+# bytes, it would fit where the 64×64 input lives, and it is refused all the same. The refusal is not a memory
+# check: for an input without a dynamic axis the runtime requires exactly the recorded shape before anything runs
+# ("Attempted to resize a static tensor"). Where is that record?
 
 # %% [markdown]
 # ### 4. Read the signature from the `.pte` itself
@@ -194,21 +228,40 @@ print("inputs:", meta.num_inputs(), "· input 0 sizes:", tuple(meta.input_tensor
       "· bytes:", meta.input_tensor_meta(0).nbytes())
 
 # %% [markdown]
-# `sizes=[1, 3, 64, 64]` and `nbytes=49152` (1·3·64·64 values of 4 bytes): the contract is the example. This is the
-# first thing to look at when a device rejects inputs. The host-side view says the same, and `run` (which checks
-# the contract before calling the runtime) spells out the fix:
+# `sizes=[1, 3, 64, 64]` and `nbytes=49152` (1·3·64·64 values of 4 bytes). This is the first thing to look at when
+# a device rejects inputs, with one caution: `sizes()` is the **largest** shape the input may have, and `MethodMeta`
+# does not say whether an axis may vary. A program exported with a dynamic height up to 64 reports the very same
+# sizes. The program's flatbuffer does record it, per input, as its `TensorShapeDynamism` (reading it takes the
+# compiler's deserializer, not the runtime):
+
+# %%
+from helpers.serialized import input_dynamism
+from torch.export import Dim
+
+up_to_64 = helpers.lower(model, (frame_64,), dynamic_shapes={"x": {2: Dim("height", min=32, max=64)}})
+recorded = {}
+for name, art in {"static": artifact, "height up to 64": up_to_64}.items():
+    signature = shapes.read_signature(art)["forward"]  # keeps its program alive while we read it
+    sizes = tuple(signature.input_tensor_meta(0).sizes())
+    dynamism = input_dynamism(art.save(Path(workdir.name) / f"{name}.pte").read_bytes())["forward"]
+    recorded[name] = (sizes, dynamism)
+    print(f"{name:<16} MethodMeta sizes {sizes} · flatbuffer: {dynamism}")
+
+# %% [markdown]
+# This file's input is `STATIC`: the contract is the example. The host-side view says the same, and `run` (which
+# checks the contract before calling the runtime) spells out the fix:
 
 # %%
 print(artifact.input_contract())
 err = helpers.show_error(artifact.run, camera)
 
 # %% [markdown]
-# ### ✏️ Exercise 06.read_signature: what does this file accept?
+# ### ✏️ Exercise 06.read_signature: the shapes a file records
 #
-# A colleague sends you `.pte` files and asks what each one accepts. Write `input_shapes(pte_path)`: the shape of
-# **every** input of `forward`, read from the file with the runtime bindings, as a list of tuples. The check runs
-# your function on three real files it builds (one input; two inputs; an input with dynamic height and width) and
-# compares with what each file records.
+# A colleague sends you `.pte` files and asks what shapes each one records. Write `input_shapes(pte_path)`: the
+# shape of **every** input of `forward`, read from the file with the runtime bindings, as a list of tuples (for a
+# dynamic input, the largest shape: what `MethodMeta` gives). The check runs your function on three real files it
+# builds (one input; two inputs; an input with dynamic height and width) and compares with what each file records.
 
 # %%
 # ✏️ Exercise 06.read_signature — edit this cell, then run the check below.
@@ -295,7 +348,8 @@ print(report)
 # - An example input is a **contract**: export turns every size it reads into a constant and folds size arithmetic
 #   (reshape targets, broadcasts) into literals.
 # - That is on purpose: static sizes let `to_executorch()` plan one arena with a fixed offset per tensor, so the
-#   device runs without allocating.
+#   runtime's instructions run without allocating. A delegate holds memory of its own besides (XNNPACK's packed
+#   weights and workspace): the arena is not all the app needs.
 # - The runtime compares sizes, rank and dtype with the `.pte`'s recorded `TensorInfo` and refuses anything else
 #   ("Attempted to resize a static tensor…"). It never resizes and never recompiles.
 # - When a device rejects inputs, read the signature from the file (`program.metadata("forward")`), reproduce with
@@ -319,6 +373,15 @@ assert all("static tensor" in r.runtime_message for r in report if r.status == "
 assert all(r.status == "rejected" and "static tensor" in r.runtime_message
            for r in report if not r.within_contract and r.status == "rejected"), report.table()
 assert fix_report.ok and artifact.delegation().portable_nodes == 0
+assert sum(r["bytes"] for r in xnn_plan) + 64 == artifact.planned_memory_bytes()  # input + output + 64 padding
+try:  # a frame with fewer bytes than planned is refused too: the static-shape check, not a memory check
+    artifact.run_raw(shapes.camera_frame(32, 32))
+    raise AssertionError("the runtime accepted a 32×32 frame")
+except helpers.RuntimeRejectedError as exc:
+    assert "static tensor" in exc.reason
+assert recorded == {"static": ((1, 3, 64, 64), ["STATIC"]), "height up to 64": ((1, 3, 64, 64), ["DYNAMIC_BOUND"])}
+weights = sum(p.numel() * 4 for p in wide.parameters())
+assert wide_art.planned_memory_bytes() == 8_256 and 0.8 * weights < held["load_method"] < 1.5 * weights, held
 assert [tuple(meta.input_tensor_meta(i).sizes()) for i in range(meta.num_inputs())] == [(1, 3, 64, 64)]
 assert all(questions.get(q).actual()[0] == "rejected" for q in ("06.camera_frame", "06.same_pixels", "06.channels_last"))
 assert exercises.get("06.read_signature").check(exercises.solution("06.read_signature")).passed

@@ -172,7 +172,8 @@ print(f"a static 32×32 export needs:                 {static_32.planned_memory_
 print(f"ratio: {big.planned_memory_bytes() / static_32.planned_memory_bytes():.0f}×")
 
 # %% [markdown]
-# That is why the `max` deserves a real number: it is the memory your app reserves every time it loads the model.
+# That is why the `max` deserves a real number: it sizes the arena your app reserves every time it loads the model
+# (on top of what a delegate allocates for itself: lesson 06 measured XNNPACK's packed weights).
 #
 # ### ✏️ Exercise 08.arena_budget: the whole fleet, within budget
 #

@@ -54,8 +54,9 @@ pte_path = shipped.save(Path(workdir.name) / "classifier.pte")  # the file that 
 print(shapes.read_signature(pte_path)["forward"])
 
 # %% [markdown]
-# `sizes=[1, 3, 64, 64]`, static: the export's example resolution. The camera delivers 48×64. That is nearly always
-# the whole story.
+# `sizes=[1, 3, 64, 64]`: the export's example resolution, and the largest shape the input may have (`MethodMeta`
+# does not say whether an axis may vary; step 2 shows this one does not). The camera delivers 48×64. That is
+# nearly always the whole story.
 #
 # ### Step 2: reproduce with the runtime bindings and the device's shape
 #
