@@ -1,4 +1,4 @@
-"""The mock interview's live tasks (``notebooks/12_mock_interview``), on models no lesson showed.
+"""The mock interview's live tasks (``notebooks/12_mock_interview``): lesson patterns in models with other names.
 
 Three reports an on-device team really files, each graded like a lesson exercise (the real pipeline,
 against the original model's eager outputs):
@@ -34,8 +34,9 @@ LESSON = "12_mock_interview"
 class FrameNormalizer(nn.Module):
     """A speech front-end: encode a frame of 16 features, tame loud frames, decode.
 
-    The assertion guards against NaN from a broken microphone driver; frames whose encoding peaks
-    above 1 are scaled down to a peak of exactly 1.
+    The assertion guards against NaN from a broken microphone driver. When the encoding's largest
+    magnitude, over every frame of the batch, is above 1, the whole batch is scaled down so that this
+    peak is exactly 1.
     """
 
     def __init__(self, seed: int = 3):

@@ -6,9 +6,10 @@
 #   concepts, constraints to recall, trade-offs, diagnoses. Answer each in the box *as you would say it*,
 #   then reveal the model answer, tick the points your answer covered, and move on. *Reshuffle* draws
 #   another set.
-# - **Part 2 · live tasks (about 8 minutes).** Three reports an on-device team files, on models no lesson
-#   showed: "this model won't export", "this `.pte` disagrees with eager on the phone", "the runtime rejects
-#   our camera frames". Each is graded like the lessons' exercises: the real export, lowering and runtime,
+# - **Part 2 · live tasks (about 8 minutes).** Three reports an on-device team files: "this model won't export",
+#   "this `.pte` disagrees with eager on the phone", "the runtime rejects our camera frames". Each hides a pattern
+#   from the lessons in a model with another name and another job (one of them has lesson 06's `TinyVision`
+#   architecture): recognising the pattern is part of the task. Each is graded like the lessons' exercises: the real export, lowering and runtime,
 #   compared with the original model in eager PyTorch. The export doctor (lesson 11) is at hand.
 # - **Part 3 · summary.** Your score per topic and the lessons to revisit.
 #
