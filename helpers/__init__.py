@@ -13,6 +13,7 @@ The public API (used by every lesson, the tests and ``python -m helpers.doctor``
 from __future__ import annotations
 
 from ._quiet import silence_library_noise
+from ._runtime import runtime_threads
 from .artifact import DelegationReport, PteArtifact, RuntimeRejectedError
 from .cache import cache_dir, clear_cache
 from .contract import AxisSpec, InputContract, InputContractError, InputSpec, Violation
@@ -26,5 +27,5 @@ __all__ = [
     "InputContract", "InputContractError", "InputSpec", "AxisSpec", "Violation",
     "compare", "check_one", "probe_inputs", "Probe", "ParityReport", "ParityRow",
     "diagnose_export", "Diagnosis", "fmt", "show_error", "error_excerpt",
-    "cache_dir", "clear_cache", "set_progress", "silence_library_noise",
+    "cache_dir", "clear_cache", "set_progress", "silence_library_noise", "runtime_threads",
 ]

@@ -62,6 +62,12 @@ def load_program(data: bytes) -> LoadedProgram:
     return LoadedProgram(data)
 
 
+def runtime_threads() -> int:
+    """How many threads the runtime's own thread pool has (XNNPACK runs on it). It is sized to the machine's
+    cores when the runtime starts; ``torch.set_num_threads`` does not change it."""
+    return int(compiled_runtime()._threadpool_get_thread_count())
+
+
 def registered_backends() -> list[str]:
     """The delegates compiled into this runtime (e.g. ``XnnpackBackend``)."""
     return list(compiled_runtime()._get_registered_backend_names())

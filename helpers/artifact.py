@@ -11,6 +11,7 @@ how big the memory plan's arena is, and the graph export recorded.
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -308,6 +309,13 @@ class PteArtifact:
                 except Exception as exc:
                     raise RuntimeRejectedError(method, str(exc), runtime_log_lines(log.getvalue())) from None
         return self._loaded[method]
+
+    def bare_call(self, method: str = "forward") -> Callable[[list[Any]], list[Any]]:
+        """The loaded method's own call: a list of inputs in, the runtime's outputs out, as an app's
+        ``execute()``. No contract check, no capture of the runtime's log, no copy of the outputs (they
+        are the runtime's buffers, overwritten by the next call): use it to time the runtime, and
+        :meth:`run_raw` or :meth:`run` for everything else."""
+        return self._method(method)
 
     def runtime_input_shapes(self, method: str = "forward") -> list[tuple[int, ...] | None]:
         """Per input, the shape the ``.pte`` itself records (``MethodMeta``): the *maximum* shape."""

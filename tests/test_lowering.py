@@ -320,3 +320,19 @@ def test_progress_line_ends_clean_when_a_short_state_replaces_a_long_one(capsys)
     # warm run that prints only the final state, so stored notebook outputs do not depend on the cache.
     assert re.sub(r".*\r(?=[^\n])", "", text) == ("✗ forward → .pte (portable): failed (RuntimeError)\n"
                                                   "✓ forward → .pte (xnnpack): ready\n")
+
+
+def test_the_bare_call_is_the_runtime_alone_and_its_threads_are_its_own():
+    """Timing uses bare_call (no contract check, no copy): it computes what run_raw returns. The runtime's thread
+    pool is its own: torch.set_num_threads does not change it (lessons 08 and 09 say so)."""
+    model = M.TinyVision()
+    x = rand(1, 3, 32, 32)
+    art = helpers.lower(model, (x,), dynamic_shapes={"x": {2: Dim("h", min=16, max=32)}})
+    (raw,) = art.run_raw(x)
+    torch.testing.assert_close(art.bare_call()([x])[0], raw, rtol=0, atol=0)
+    threads, torch_threads = helpers.runtime_threads(), torch.get_num_threads()
+    try:
+        torch.set_num_threads(1 if torch_threads != 1 else 2)
+        assert threads >= 1 and helpers.runtime_threads() == threads
+    finally:
+        torch.set_num_threads(torch_threads)

@@ -67,7 +67,9 @@ CARDS = [
                 "derived Dim or host-side arithmetic. The partitioner may decline operators it cannot prove for "
                 "symbolic sizes, like a bilinear upsample with a dynamic output size; they fall back to portable "
                 "kernels silently, so I read the delegation report and its reasons. And the arena is planned for "
-                "the max and held for every input. So I compare delegation and arena with the static export, "
+                "the max and held for every input. The shape itself costs little per call: the runtime resizes the "
+                "input, and XNNPACK propagates shapes through its graph before every run, static or not. So I compare "
+                "delegation and arena with the static export, "
                 "measure latency over repeated runs, and often normalize on the host or use buckets instead."),
         points=("guards on dynamic dimensions (bounded or derived Dim, or host-side arithmetic)",
                 "reduced delegation: the partitioner declines ops with symbolic sizes; silent unless you measure",
@@ -82,7 +84,8 @@ CARDS = [
                 "stays static, delegated like the static export, with the smallest arena, and the model is "
                 "trained with the same preprocessing. Text: padding to the maximum wastes most of the work, so "
                 "either a bounded Dim, planned for the max and possibly less delegated, or a few static buckets "
-                "as methods of one .pte, sharing the weights at a few KB each and bounding the padding. I measure"
+                "as methods of one .pte, sharing the weights at a few KB each and bounding the padding (loaded together, "
+                "each method holds its own arena unless the app shares one). I measure"
                 " latency and size for both, test parity on every bucket's edges, and state the trade."),
         points=("vision: letterbox on the host, static graph, smallest arena; train with the same preprocessing",
                 "sequences: padding to the max wastes compute; a bounded Dim or buckets",

@@ -419,20 +419,22 @@ def arena_vs_max(maxes: Sequence[int], build: Callable[[int], PteArtifact], meth
 
 def median_latency_ms(artifact: PteArtifact, args: tuple[Any, ...], method: str = "forward",
                       repeat: int = 200, warmup: int = 20) -> float:
-    """Median wall time of one ``run_raw`` call in milliseconds (the runtime only, no host checks)."""
+    """Median wall time of the runtime call alone (:meth:`PteArtifact.bare_call`: no check of ours, no copy
+    of the outputs), in milliseconds, on the runtime's own thread pool (``_runtime.runtime_threads()``)."""
+    call, inputs = artifact.bare_call(method), list(args)
     for _ in range(warmup):
-        artifact.run_raw(*args, method=method)
+        call(inputs)
     samples = []
     for _ in range(repeat):
         start = time.perf_counter()
-        artifact.run_raw(*args, method=method)
+        call(inputs)
         samples.append((time.perf_counter() - start) * 1000)
     return statistics.median(samples)
 
 
 def latency_rounds(programs: dict[str, tuple[PteArtifact, tuple[Any, ...]]], rounds: int = 5, repeat: int = 100,
                    warmup: int = 10, method: str = "forward") -> dict[str, list[float]]:
-    """Median ``run_raw`` time (ms) of each program, measured ``rounds`` times, the programs interleaved
+    """Median runtime-call time (ms) of each program, measured ``rounds`` times, the programs interleaved
     within each round (so a slow moment of the machine hits every program, not one)."""
     out: dict[str, list[float]] = {name: [] for name in programs}
     for _ in range(rounds):

@@ -192,14 +192,15 @@ grade = exercises.check("08.arena_budget", answer)
 # %% [markdown]
 # ## Latency, measured with the runtime
 #
-# The same 64×64 frame through each program with `run_raw` (the runtime only, one thread). One measurement is the
+# The same 64×64 frame through each program's runtime call alone (`artifact.bare_call()`: the loaded method, as an
+# app's `execute()`, with no check of ours around it), on the runtime's own thread pool. One measurement is the
 # median of 100 calls after a warm-up; the whole set is measured 5 times, the programs interleaved, so each ratio
 # below comes with its spread across rounds. Timings vary between machines and runs: this output is not compared
 # in CI, and the sentences are computed from the numbers above them.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-torch.set_num_threads(1)
+print(f"the runtime's thread pool: {helpers.runtime_threads()} threads (torch.set_num_threads does not set it)")
 portable = helpers.lower(model, (frame,), backend="portable")
 rounds = shapes.latency_rounds({
     "segmenter static": (static, (frame,)),
@@ -225,9 +226,12 @@ plots.grouped_bars(["segmenter", "classifier"],
                    ylabel="median ms per call", title="Same frame, static vs dynamic program", fmt="{:.3f}")
 
 # %% [markdown]
-# How to read it: a difference counts only when every round agrees, which is what the sentences test. Where the
-# partitioner declined an operator, a portable kernel and a second delegate call are on the path of every call; where
-# everything stayed delegated, the two programs run the same operators. Do not conclude "dynamic is slow" or "dynamic
+# How to read it: a difference counts only when every round agrees, which is what the sentences test. A dynamic
+# shape by itself costs little per call: the runtime resizes each dynamic input to the shape it receives, and the
+# XNNPACK delegate propagates the input shapes through its graph before every run, static program or not (its
+# prepare step calls `xnn_reshape_runtime` on each call). What costs is what the partitioner declined: a portable
+# kernel and a second delegate call on the path of every call. Where everything stayed delegated, the two programs
+# run the same operators. Do not conclude "dynamic is slow" or "dynamic
 # is free" from one model: measure coverage, then latency, per model, on the device you ship to.
 
 # %% [markdown]

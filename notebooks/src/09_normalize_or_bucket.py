@@ -211,6 +211,15 @@ print(f"padding waste: {trade['padding_waste'].iloc[0]:.0%} with one bucket, {tr
       f"with four")
 print(f"each extra bucket adds {per_method / 1024:.1f} KiB as a method of one .pte, {per_file / 1024:.1f} KiB as a "
       "separate file")
+print(f"four buckets, every method loaded: arena {trade['arena_all_loaded_bytes'].iloc[-1]:,} bytes; "
+      f"shared by the methods: {trade['arena_shared_bytes'].iloc[-1]:,} bytes")
+
+# %% [markdown]
+# Each method's memory plan is sized for its own bucket, but an app that loads every bucket's method holds all of
+# those plans at once: the runtime gives each loaded method its own planned buffers. ExecuTorch's C++ `Module` can
+# share one arena between its methods, sized to the largest (`share_memory_arenas = true`, default `false`, in
+# `extension/module/module.h`; an output is then only valid until another method runs). The Python bindings these
+# lessons use do not offer it.
 
 # %%
 plots.series(n, {"one .pte, one method per bucket": (trade["one_pte_bytes"] / 1024).round(1).tolist(),
@@ -254,12 +263,13 @@ grade = exercises.check("09.pick_buckets", answer)
 #
 # The median time of each bucket's method on the runtime gives each bucket set a mean cost per request (each request
 # pays for its bucket). A dynamic program (`Dim("seq", 1..512)`) runs each request at its own length instead; it is
-# measured on every 8th request. Five rounds, everything interleaved, so each comparison has a spread. Timings vary
+# measured on every 8th request. Each time is the runtime call alone (`artifact.bare_call()`), on the runtime's own
+# thread pool. Five rounds, everything interleaved, so each comparison has a spread. Timings vary
 # between machines: this output is not compared in CI, and the sentences are computed from the rounds.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-torch.set_num_threads(1)
+print(f"the runtime's thread pool: {helpers.runtime_threads()} threads")
 seq = Dim("seq", min=1, max=512)
 dynamic_tokens = helpers.lower(token_model, bucketing.pad_to(bucketing.tokens(128), 128),
                                dynamic_shapes={"ids": {1: seq}, "mask": {1: seq}})
@@ -315,7 +325,8 @@ explorer.set(length=100, buckets=bucketing.BUCKETS).verdict
 # - Vision: normalize on the host. Letterboxing in the app keeps the graph static, delegated like the static export,
 #   with the smallest arena; the model is trained with the same preprocessing.
 # - Sequences: padding everything to the maximum wastes most of the work. Buckets are the middle option: a few static
-#   shapes, each with its own tight plan and bounded padding; pad with a mask that makes padding inert, and test
+#   shapes, each with a memory plan sized for its shape (loaded together, they hold the sum of those plans unless
+#   the app shares one arena) and bounded padding; pad with a mask that makes padding inert, and test
 #   parity on every bucket's edges (n−1, n, n+1).
 # - Choose the edges from the measured length distribution: powers of two are a habit, equal-count buckets are not
 #   optimal either; the largest bucket must hold the longest request.
@@ -346,6 +357,7 @@ assert set(shapes.declined_reasons(program, "seq_128")) == {"aten_embedding_defa
 assert dynamic_tokens.delegation().portable_ops() == program.delegation("seq_512").portable_ops()
 assert dynamic_tokens.planned_memory_bytes() >= program.planned_memory_bytes("seq_512")
 assert trade["padding_waste"].is_monotonic_decreasing and trade["one_pte_bytes"].is_monotonic_increasing
+assert (trade["arena_all_loaded_bytes"] > trade["arena_shared_bytes"])[trade["n_buckets"] > 1].all()
 assert per_file > 10 * per_method
 assert bucketing.padding_waste(lengths, equal_count) > bucketing.padding_waste(lengths, powers) > 0.28
 try:
