@@ -11,7 +11,7 @@ export PYDEVD_DISABLE_FILE_VALIDATION := 1
 .PHONY: lab test unit nbval browser lint notebooks sync-check bench cards clean-cache help
 
 help:
-	@echo "make lab    - build the lessons' programs once (cached), then start JupyterLab on notebooks/ (127.0.0.1, token-protected)"
+	@echo "make lab    - start JupyterLab on notebooks/ (127.0.0.1, token-protected); the lessons' programs build meanwhile"
 	@echo "make test   - lint + unit tests + every notebook under strict nbval + real-browser widget tests"
 	@echo "make notebooks - re-execute every notebook and save its outputs (after editing a lesson)"
 	@echo "make cards  - printable interview answer cards: build/interview-cards.html"
@@ -28,10 +28,12 @@ $(STAMP): requirements.txt pyproject.toml tools/kernelspec.py
 
 # JupyterLab settings that make the lessons reliable (windowingMode: none) come from jupyter/overrides.json.
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
+# JupyterLab starts at once; the lessons' programs build in the background meanwhile (tools/lab.py: lowest CPU
+# priority, lesson by lesson; progress in the terminal and .cache/exportlab/warm.log, or
+# `.venv/bin/python tools/notebooks.py warm-status`). LAB_ARGS: more JupyterLab options (e.g. --port=8899).
 lab: $(STAMP)
-	$(BIN)/python tools/notebooks.py warm || echo "(some lessons failed while warming the cache; they will build on first run)"
-	$(BIN)/jupyter lab --notebook-dir=notebooks --ServerApp.ip=127.0.0.1 --ServerApp.open_browser=False \
-		--LabApp.app_settings_dir=$(CURDIR)/jupyter $(ROOT_FLAG)
+	$(BIN)/python tools/lab.py --notebook-dir=notebooks --ServerApp.ip=127.0.0.1 --ServerApp.open_browser=False \
+		--LabApp.app_settings_dir=$(CURDIR)/jupyter $(ROOT_FLAG) $(LAB_ARGS)
 
 test: $(STAMP)
 	bash tools/ensure_chromium.sh

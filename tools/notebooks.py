@@ -2,9 +2,14 @@
 
     python tools/notebooks.py execute [NAME ...]   # src/*.py → .ipynb, run in a fresh kernel, save outputs
     python tools/notebooks.py check                # CI: .ipynb and src/*.py agree, every cell has run, no stray errors
-    python tools/notebooks.py warm                 # `make lab`: run every lesson once (nothing saved), reveal
-                                                   # every prediction and check every exercise's solution, so the
+    python tools/notebooks.py warm                 # run every lesson once (nothing saved), reveal every
+                                                   # prediction and check every exercise's solution, so the
                                                    # programs they lower are in the cache before a learner opens them
+    python tools/notebooks.py warm --background --watch-pid PID
+                                                   # `make lab` (tools/lab.py): the same, while JupyterLab runs:
+                                                   # lesson by lesson in lesson order, at the lowest priority,
+                                                   # progress in <cache>/warm.log; stops when PID stops
+    python tools/notebooks.py warm-status          # the warm-up's last line
 
 The py:percent file in notebooks/src/ is the source a reviewer reads; the .ipynb carries the
 executed outputs that nbval compares. Cell ids are kept stable across rebuilds (an unchanged
@@ -108,9 +113,13 @@ def execute(names: list[str]) -> None:
         print(f"{target.relative_to(ROOT)}: executed in {time.perf_counter() - start:.1f} s")
 
 
-def _warm_one(path: str) -> tuple[str, float, str]:
+def _warm_one(path: str, answers: bool = False) -> tuple[str, float, str]:
+    """Run one lesson in a fresh kernel (nothing saved); with ``answers``, then reveal its predictions and check
+    its exercises' solutions in the same kernel. Returns (lesson, seconds, what went wrong or '')."""
     start = time.perf_counter()
     nb = nbformat.read(path, as_version=4)
+    if answers:
+        nb.cells.append(nbformat.v4.new_code_cell(_WARM_ANSWERS.replace("ONLY_LESSON", repr(Path(path).stem))))
     try:
         NotebookClient(nb, timeout=900, kernel_name="python3", store_widget_state=False,
                        resources={"metadata": {"path": str(NOTEBOOKS)}}).execute(stderr=subprocess.DEVNULL)
@@ -129,17 +138,22 @@ from helpers import exercises, questions
 helpers.set_progress(False)
 problems = []
 for item in [*questions.catalog(), *exercises.catalog()]:
+    if ONLY_LESSON is not None and item.lesson != ONLY_LESSON:
+        continue
     try:
         item.actual() if isinstance(item, questions.Question) else item.check(item.solution)
     except Exception as exc:  # report and go on: one failure must not leave the others cold
         problems.append(f"{item.id}: {type(exc).__name__}")
 print("; ".join(problems))
+if problems and ONLY_LESSON is not None:  # in a lesson's kernel: fail the cell, so the warm-up reports it
+    raise RuntimeError("; ".join(problems))
 """
 
 
 def _warm_answers() -> tuple[str, float, str]:
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", _WARM_ANSWERS], cwd=ROOT, capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-c", _WARM_ANSWERS.replace("ONLY_LESSON", "None")], cwd=ROOT,
+                          capture_output=True, text=True)
     lines = done.stdout.strip().splitlines()
     problem = (lines[-1] if lines else "") if done.returncode == 0 else f"exit {done.returncode}: " + (
         done.stderr.strip().splitlines() or [""])[-1]
@@ -184,6 +198,86 @@ def warm(workers: int = 2) -> int:
     return 1 if failed else 0
 
 
+def _cache() -> Path:
+    return Path(os.environ.get("EXPORTLAB_CACHE_DIR") or ROOT / ".cache" / "exportlab")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"  # a zombie has exited
+
+
+def warm_background(watch_pid: int | None, notebooks: Path = NOTEBOOKS, answers: bool = True) -> int:
+    """The warm-up of `make lab`, beside JupyterLab: every lesson once, in lesson order, one at a time, at the
+    lowest CPU priority (``os.nice(19)``, which the lessons' kernels inherit), so that a learner's kernel gets
+    the processor first. A program the learner needs while the warm-up builds it is built once: the second
+    builder waits on the cache entry's lock (:func:`helpers.cache.build_lock`) and loads it. Progress goes to
+    ``<cache>/warm.log`` and to the terminal; it stops when ``watch_pid`` (JupyterLab) has stopped, or on
+    SIGTERM. Does nothing when the cache is already warm (the same stamp as :func:`warm`)."""
+    import signal
+
+    cache = _cache()
+    cache.mkdir(parents=True, exist_ok=True)
+    os.environ["EXPORTLAB_CACHE_DIR"] = str(cache)
+    log_path = cache / "warm.log"
+
+    def log(message: str, terminal: bool = True) -> None:
+        with open(log_path, "a") as handle:
+            handle.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {message}\n")
+        if terminal:
+            print(f"[exportlab] {message}", file=sys.stderr, flush=True)
+
+    def stop(why: str) -> None:
+        log(f"stopped: {why}", terminal=False)
+        os._exit(0)  # the lesson's kernel notices its parent is gone and exits (ipykernel's parent poller)
+
+    signal.signal(signal.SIGTERM, lambda *_: stop("JupyterLab has stopped"))
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C in the terminal is JupyterLab's; we stop with it
+    if watch_pid is not None:  # also when JupyterLab is killed outright (no SIGTERM reaches us then)
+        import threading
+
+        def watch() -> None:
+            while _alive(watch_pid):
+                time.sleep(1)
+            stop("JupyterLab has stopped")
+
+        threading.Thread(target=watch, daemon=True, name="watch-jupyterlab").start()
+    stamp = _warm_stamp()
+    if notebooks == NOTEBOOKS and stamp.exists():
+        log("the lessons' programs are already built (the cache is warm)")
+        return 0
+    os.nice(19)
+    paths = sorted(notebooks.glob("[0-9][0-9]_*.ipynb"))
+    log(f"building the lessons' programs in the background, lesson by lesson, at low priority "
+        f"({len(paths)} lessons; progress: {log_path})")
+    start, failed = time.perf_counter(), []
+    for k, path in enumerate(paths, 1):
+        log(f"lesson {k} of {len(paths)}: {path.stem} …", terminal=False)
+        name, seconds, problem = _warm_one(str(path), answers=answers)
+        if problem:
+            failed.append(name)
+            log(f"lesson {k} of {len(paths)}: {name} had a problem ({problem}); it builds on its first run")
+        else:
+            log(f"lesson {k} of {len(paths)}: {name} ready ({seconds:.0f} s)")
+    log(f"done in {time.perf_counter() - start:.0f} s: {len(paths) - len(failed)} of {len(paths)} lessons ready")
+    if not failed and notebooks == NOTEBOOKS:
+        stamp.parent.mkdir(parents=True, exist_ok=True)
+        stamp.touch()
+    return 1 if failed else 0
+
+
+def warm_status() -> str:
+    """The background warm-up's last line (what ``warm.log`` says now)."""
+    try:
+        lines = (_cache() / "warm.log").read_text().strip().splitlines()
+    except OSError:
+        lines = []
+    return lines[-1] if lines else "no warm-up has run yet (`make lab` starts one)"
+
+
 def check() -> int:
     problems = []
     notebooks = {p.stem: p for p in NOTEBOOKS.glob("*.ipynb")}
@@ -210,12 +304,28 @@ def check() -> int:
     return 1 if problems else 0
 
 
+def _warm_command(args: list[str]) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="notebooks.py warm")
+    parser.add_argument("--background", action="store_true", help="lesson by lesson at low priority (make lab)")
+    parser.add_argument("--watch-pid", type=int, help="stop when this process (JupyterLab) stops")
+    parser.add_argument("--notebooks", type=Path, default=NOTEBOOKS, help="another folder of NN_*.ipynb lessons")
+    parser.add_argument("--no-answers", action="store_true", help="do not reveal predictions nor check solutions")
+    options = parser.parse_args(args)
+    if options.background:
+        return warm_background(options.watch_pid, options.notebooks.resolve(), answers=not options.no_answers)
+    return warm()
+
+
 if __name__ == "__main__":
-    if len(sys.argv) < 2 or sys.argv[1] not in {"execute", "check", "warm"}:
+    if len(sys.argv) < 2 or sys.argv[1] not in {"execute", "check", "warm", "warm-status"}:
         sys.exit(__doc__)
     if sys.argv[1] == "execute":
         execute(sys.argv[2:])
     elif sys.argv[1] == "warm":
-        sys.exit(warm())
+        sys.exit(_warm_command(sys.argv[2:]))
+    elif sys.argv[1] == "warm-status":
+        print(warm_status())
     else:
         sys.exit(check())
