@@ -306,7 +306,7 @@ class PteArtifact:
             with captured_output() as log:
                 try:
                     self._loaded[method] = self._program.load_method(method)
-                except Exception as exc:
+                except Exception as exc:  # noqa: BLE001 - the runtime's refusal, re-raised with its log
                     raise RuntimeRejectedError(method, str(exc), runtime_log_lines(log.getvalue())) from None
         return self._loaded[method]
 
@@ -325,7 +325,7 @@ class PteArtifact:
             for i in range(meta.num_inputs()):
                 try:
                     shapes.append(tuple(meta.input_tensor_meta(i).sizes()))
-                except Exception:  # a non-tensor input (a baked-in Python scalar)
+                except Exception:  # noqa: BLE001 - a non-tensor input (a baked-in Python scalar)
                     shapes.append(None)
         return shapes
 
@@ -348,7 +348,7 @@ class PteArtifact:
         with captured_output() as log:
             try:
                 outs = m(list(args))
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - the runtime's refusal, re-raised with its log
                 raise RuntimeRejectedError(method, str(exc), runtime_log_lines(log.getvalue())) from None
         outs = [o.clone() if isinstance(o, torch.Tensor) else o for o in outs]
         if all_outputs:

@@ -342,10 +342,20 @@ def _derived_violations(spec: InputSpec, axis: int, ax: AxisSpec, size: int, val
 
 
 # ----- building a contract from an ExportedProgram ----------------------------------------------
+def forward_parameters(model: torch.nn.Module) -> list[inspect.Parameter]:
+    """The positional parameters of ``model.forward``, in order: the one place the library reads them (a dict
+    ``dynamic_shapes`` is keyed by their names; the doctor maps ``--example`` flags onto them). Empty when
+    ``forward`` has no Python signature."""
+    try:
+        params = inspect.signature(model.forward).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    return [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+
+
 def forward_parameter_names(model: torch.nn.Module) -> list[str]:
     """The positional parameter names of ``model.forward`` (how a dict ``dynamic_shapes`` is keyed)."""
-    return [p.name for p in inspect.signature(model.forward).parameters.values()
-            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return [p.name for p in forward_parameters(model)]
 
 
 def user_dim_specs(param_names: list[str] | None, n_args: int, dynamic_shapes: Any) -> list[dict[int, Any]]:

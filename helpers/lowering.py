@@ -24,7 +24,6 @@ says so.
 from __future__ import annotations
 
 import contextlib
-import inspect
 import logging
 import sys
 from collections.abc import Iterator, Mapping
@@ -36,7 +35,7 @@ from . import cache, serialized
 from ._quiet import captured_output, import_executorch_quietly, runtime_log_lines
 from ._runtime import load_program
 from .artifact import _LIVE_PROGRAMS, PteArtifact, RuntimeRejectedError
-from .contract import contract_from_export
+from .contract import contract_from_export, forward_parameter_names
 
 __all__ = ["lower", "lower_methods", "export_methods", "lower_exported", "stage_of", "BACKENDS", "STAGES"]
 
@@ -285,15 +284,8 @@ def _described(methods: dict[str, tuple[torch.nn.Module, tuple[Any, ...], Any]])
     """What the library records beside the program and takes from the Python side (part of the key)."""
     return {"order": list(methods),
             "methods": {name: {"dynamic": cache.dynamic_shapes_repr(dynamic),
-                               "parameters": _forward_parameters(model)}
+                               "parameters": forward_parameter_names(model)}
                         for name, (model, _args, dynamic) in methods.items()}}
-
-
-def _forward_parameters(model: torch.nn.Module) -> list[str]:
-    try:
-        return list(inspect.signature(model.forward).parameters)
-    except (TypeError, ValueError):
-        return []
 
 
 def _build(methods: dict[str, tuple[torch.nn.Module, tuple[Any, ...], Any]],
@@ -322,7 +314,7 @@ def _build(methods: dict[str, tuple[torch.nn.Module, tuple[Any, ...], Any]],
             try:
                 loaded_method = loaded.load_method(name)  # keep it (and the program) alive while reading
                 method_meta = loaded_method.method_meta()
-            except Exception as exc:  # e.g. a kernel this runtime does not have
+            except Exception as exc:  # noqa: BLE001 - e.g. a kernel this runtime does not have: re-raised
                 error = RuntimeRejectedError(name, str(exc), runtime_log_lines(log.getvalue()))
                 setattr(error, _STAGE_ATTRIBUTE, "load")
                 raise error from None
@@ -330,7 +322,7 @@ def _build(methods: dict[str, tuple[torch.nn.Module, tuple[Any, ...], Any]],
             for i in range(method_meta.num_inputs()):
                 try:
                     planned.append(tuple(method_meta.input_tensor_meta(i).sizes()))
-                except Exception:  # a non-tensor input (the runtime logs "is not Tensor")
+                except Exception:  # noqa: BLE001 - a non-tensor input (the runtime logs "is not Tensor")
                     planned.append(None)
         edge_ep = edge.exported_program(name)
         rows: list[dict[str, Any]] = []

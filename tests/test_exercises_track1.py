@@ -152,7 +152,7 @@ def test_every_track_exercise_has_wrong_answers():
 
 @pytest.mark.parametrize("probes, side", [
     (track1.triage_probes, lambda x: x.mean() > 0),
-    (track1.router_probes, lambda x: track1.fx.Router().pre(x).sum() > 0),
+    (track1.router_probes, lambda x: track1.fixes.Router().pre(x).sum() > 0),
     (track1.gate_probes, lambda x: x.sum() > 0),
     (track1.hoist_probes, lambda x: x.mean() > 0),
 ])

@@ -7,7 +7,7 @@ import torch
 
 import helpers
 from helpers import models as M
-from helpers.lessons import control_flow_fixes as fx
+from helpers.lessons import control_flow_fixes as fixes
 
 G = torch.Generator().manual_seed(9)
 
@@ -18,7 +18,7 @@ def rand(*shape):
 
 @pytest.fixture(scope="module")
 def rules():
-    return fx.check_cond_rules()
+    return fixes.check_cond_rules()
 
 
 @pytest.mark.parametrize("rule, fragment", [
@@ -41,7 +41,7 @@ def test_closures_are_lifted_and_python_predicates_specialise(rules):
     assert rules["predicate: a bool tensor or a SymBool"].outcome == "exports, specialised"
     assert "Python constant" in rules["predicate: a bool tensor or a SymBool"].message
     x = rand(3, 4)
-    model = fx.CondClosure()
+    model = fixes.CondClosure()
     art = helpers.lower(model, (x,))
     probes = [helpers.Probe(str(s), (x + s,)) for s in (-3.0, 3.0)] + helpers.probe_inputs((x,))
     assert helpers.compare(model, art, probes).ok_within_contract
@@ -52,21 +52,21 @@ def test_which_branch_ran_follows_the_predicate_at_run_time():
     model = M.ScaleOrShiftCond()
     x = rand(3, 4)
     art = helpers.lower(model, (x,))
-    assert fx.which_branch_ran(model, art, x.abs() + 0.1, model.a, model.b) == "true"
-    assert fx.which_branch_ran(model, art, -x.abs() - 0.1, model.a, model.b) == "false"
-    assert fx.which_branch_ran(model, art, torch.zeros(3, 4), model.a, model.b) == "false"
+    assert fixes.which_branch_ran(model, art, x.abs() + 0.1, model.a, model.b) == "true"
+    assert fixes.which_branch_ran(model, art, -x.abs() - 0.1, model.a, model.b) == "false"
+    assert fixes.which_branch_ran(model, art, torch.zeros(3, 4), model.a, model.b) == "false"
 
 
 def test_where_computes_both_sides_and_cond_skips_one_measured():
     big = rand(32, 128)
     heavy_side, cheap_side = big.abs() + 0.1, -(big.abs() + 0.1)
-    art_where = helpers.lower(fx.HeavyWhere(), (big,))
-    art_cond = helpers.lower(fx.HeavyCond(), (big,))
+    art_where = helpers.lower(fixes.HeavyWhere(), (big,))
+    art_cond = helpers.lower(fixes.HeavyCond(), (big,))
     assert art_where.graph().count("aten.linear") == 6 and "where" in art_where.graph()
     assert art_where.delegation().delegated_nodes >= 12 and art_cond.delegation().delegated_nodes == 0
     for sample in (heavy_side, cheap_side):  # same function, both sides
         torch.testing.assert_close(art_where.run(sample)[0], art_cond.run(sample)[0], atol=1e-4, rtol=1e-4)
-    t = fx.where_vs_cond_latency({"where": art_where, "cond": art_cond},
+    t = fixes.where_vs_cond_latency({"where": art_where, "cond": art_cond},
                                  {"heavy": heavy_side, "cheap": cheap_side}, repeats=30)
     # cheap side: where still pays for the MLP, cond skips it
     assert t["cheap"]["where"] > 2 * t["cheap"]["cond"], t
@@ -78,51 +78,51 @@ def test_hoisted_methods_are_fully_delegated_and_match_the_cond_model():
     x = rand(2, 8)
     cond_model = M.CondLinear()
     art_cond = helpers.lower(cond_model, (x,))
-    art = helpers.lower_methods({"positive": (M.StraightLinear(), (x,)), "negative": (fx.StraightLinearB(), (x,))})
+    art = helpers.lower_methods({"positive": (M.StraightLinear(), (x,)), "negative": (fixes.StraightLinearB(), (x,))})
     assert all(art.delegation(m).coverage == 1.0 for m in ("positive", "negative"))
     assert art_cond.delegation().coverage < 0.5
     probes = helpers.probe_inputs((x,)) + [helpers.Probe(str(s), (x + s,)) for s in (-2.0, 2.0)]
-    report = fx.hoisted_parity(cond_model, art, probes)
+    report = fixes.hoisted_parity(cond_model, art, probes)
     assert report.ok_within_contract, report
     picked = {r.label.rsplit("→ ", 1)[1] for r in report if r.within_contract}
     assert picked == {"positive", "negative"}
-    assert fx.app_pick(torch.zeros(2, 8)) == "negative"
-    torch.testing.assert_close(fx.app_run(art, x + 2.0), cond_model(x + 2.0).detach(), atol=1e-5, rtol=1e-5)
+    assert fixes.app_pick(torch.zeros(2, 8)) == "negative"
+    torch.testing.assert_close(fixes.app_run(art, x + 2.0), cond_model(x + 2.0).detach(), atol=1e-5, rtol=1e-5)
 
 
 def test_cond_error_line_falls_back_to_the_first_line():
-    assert fx.cond_error_line(RuntimeError("plain message\nmore")) == "plain message"
+    assert fixes.cond_error_line(RuntimeError("plain message\nmore")) == "plain message"
 
 
 def test_cond_is_two_jumps_in_the_instruction_stream_and_not_a_kernel():
     model = M.ScaleOrShiftCond()
     art = helpers.lower(model, (rand(3, 4),))
-    listing = fx.instructions(art)
+    listing = fixes.instructions(art)
     counts = listing.counts()
     assert counts["JumpFalseCall"] == 2 and "DelegateCall" not in counts
     assert [d for k, d in listing.steps if k == "KernelCall"][:2] == ["aten::sum", "aten::gt"]
-    cond_counts = fx.node_counts(helpers.lower(M.CondLinear(), (rand(2, 8),)).delegation())
+    cond_counts = fixes.node_counts(helpers.lower(M.CondLinear(), (rand(2, 8),)).delegation())
     assert cond_counts == {"delegated": 2, "portable kernels": 6, "control flow": 1}
 
 
 def test_hoisted_scale_or_shift_methods_are_fully_delegated():
     x = rand(3, 4)
-    art = helpers.lower_methods({"a": (fx.ScaleOrShiftA(), (x,)), "b": (fx.ScaleOrShiftB(), (x,))})
+    art = helpers.lower_methods({"a": (fixes.ScaleOrShiftA(), (x,)), "b": (fixes.ScaleOrShiftB(), (x,))})
     assert all(art.delegation(m).coverage == 1.0 for m in ("a", "b"))
-    report = fx.hoisted_parity(M.ScaleOrShift(), art, [helpers.Probe(str(s), (x + s,)) for s in (-3.0, 3.0)],
+    report = fixes.hoisted_parity(M.ScaleOrShift(), art, [helpers.Probe(str(s), (x + s,)) for s in (-3.0, 3.0)],
                                pick=lambda t: "a" if float(t.sum()) > 0 else "b")
     assert report.ok and {r.label.rsplit("→ ", 1)[1] for r in report} == {"a", "b"}
 
 
 def test_compare_speed_says_only_what_every_round_agrees_on():
-    fast, slow, overlapping = fx.Spread(1.0, 0.9, 1.1), fx.Spread(3.0, 2.8, 3.3), fx.Spread(1.05, 0.95, 1.2)
-    assert fx.compare_speed("where", fast, "cond", slow).startswith("where was faster in every round")
-    assert fx.compare_speed("where", slow, "cond", fast).startswith("cond was faster in every round")
-    assert "does not separate them" in fx.compare_speed("where", fast, "cond", overlapping)
+    fast, slow, overlapping = fixes.Spread(1.0, 0.9, 1.1), fixes.Spread(3.0, 2.8, 3.3), fixes.Spread(1.05, 0.95, 1.2)
+    assert fixes.compare_speed("where", fast, "cond", slow).startswith("where was faster in every round")
+    assert fixes.compare_speed("where", slow, "cond", fast).startswith("cond was faster in every round")
+    assert "does not separate them" in fixes.compare_speed("where", fast, "cond", overlapping)
 
 
 def test_router_and_gated_proj_branch_on_their_own_sums():
-    router, gate = fx.Router(), fx.GatedProj()
+    router, gate = fixes.Router(), fixes.GatedProj()
     x = rand(2, 8)
     h = router.pre(x)
     expected = router.big2(torch.relu(router.big1(h))) if h.sum() > 0 else -h * 0.5

@@ -28,6 +28,7 @@ from typing import Any
 import torch
 
 from .._quiet import silence_library_noise
+from ..contract import forward_parameters
 from ..display import error_line
 from . import render
 from .examine import examine
@@ -321,8 +322,7 @@ def make_examples(specs: Sequence[ExampleSpec], *, int_high: int | Sequence[int 
 
 def forward_inputs(model: torch.nn.Module) -> tuple[list[str], int]:
     """forward()'s positional parameter names and how many of them are required."""
-    params = [p for p in inspect.signature(model.forward).parameters.values()
-              if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    params = forward_parameters(model)
     return [p.name for p in params], sum(p.default is p.empty for p in params)
 
 

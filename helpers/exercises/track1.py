@@ -17,7 +17,7 @@ from torch.export import Dim
 
 from .. import models as M
 from ..lessons import control_flow as cf
-from ..lessons import control_flow_fixes as fx
+from ..lessons import control_flow_fixes as fixes
 from ..parity import Probe
 from ._core import Exercise, Verdict, as_model, lowered, parity
 
@@ -151,12 +151,12 @@ _ROUTER_SIDES = ("block side (h.sum() > 0)", "scale side (h.sum() <= 0)")
 
 
 def router_probes() -> list[Probe]:
-    router = fx.Router()
+    router = fixes.Router()
     return sided_probes(lambda x: router.pre(x).sum(), (2, 8), _ROUTER_SIDES, per_side=3, seed=3)
 
 
 def _grade_cond_rewrite(answer: Any) -> list[Verdict]:
-    reference = fx.Router()
+    reference = fixes.Router()
     model, verdict = as_model(answer, reference)
     verdicts = [verdict]
     if model is None:
@@ -171,7 +171,7 @@ def _grade_cond_rewrite(answer: Any) -> list[Verdict]:
                 torch.export.export(model, example)
         except Exception as exc:  # noqa: BLE001 - the learner's model
             if type(exc).__name__ in ("UncapturedHigherOrderOpError", "TorchRuntimeError"):
-                verdict = Verdict(verdict.criterion, False, f"export failed — torch says: {fx.cond_error_line(exc)}",
+                verdict = Verdict(verdict.criterion, False, f"export failed — torch says: {fixes.cond_error_line(exc)}",
                                   hint)
         verdicts.append(verdict)
         return verdicts
@@ -231,7 +231,7 @@ def gate_probes() -> list[Probe]:
 
 
 def _grade_where_rewrite(answer: Any) -> list[Verdict]:
-    reference = fx.GatedProj()
+    reference = fixes.GatedProj()
     model, verdict = as_model(answer, reference)
     verdicts = [verdict]
     if model is None:
@@ -386,7 +386,7 @@ EXERCISES = [
               "Rewrite forward() with torch.cond so it exports with a real runtime branch (only the chosen side "
               "runs) and matches the original Router on both sides."),
         grade=_grade_cond_rewrite, solution_code=_COND_REWRITE_SOLUTION,
-        context=lambda: {**_base_context(), "Router": fx.Router}),
+        context=lambda: {**_base_context(), "Router": fixes.Router}),
     Exercise(
         id="04.where_rewrite", lesson="04_torch_where",
         title="turn GatedProj's branch into arithmetic with torch.where",
@@ -394,7 +394,7 @@ EXERCISES = [
               "forward() with torch.where: no control flow in the graph, the projection on XNNPACK, and the same "
               "outputs as GatedProj on both sides, including inputs with mixed signs."),
         grade=_grade_where_rewrite, solution_code=_WHERE_REWRITE_SOLUTION,
-        context=lambda: {**_base_context(), "GatedProj": fx.GatedProj}),
+        context=lambda: {**_base_context(), "GatedProj": fixes.GatedProj}),
     Exercise(
         id="05.hoist", lesson="05_hoisting", kind="methods and app code",
         title="hoist CondLinear's decision into the app",

@@ -24,7 +24,7 @@ import helpers
 from helpers import interview, models, questions
 from helpers.display import show_source
 from helpers.lessons import control_flow as cf
-from helpers.lessons import control_flow_fixes as fx
+from helpers.lessons import control_flow_fixes as fixes
 
 _ = torch.manual_seed(0)
 x = torch.randn(3, 4)
@@ -188,7 +188,7 @@ for k in (1, 4, 8):
 # here are the instructions the runtime walks, read from the serialized program.
 
 # %%
-fx.instructions(art_valid)
+fixes.instructions(art_valid)
 
 # %% [markdown]
 # No assertion among them: ExecuTorch drops export's runtime assertions, so the device does not check the
@@ -355,7 +355,7 @@ assert both.graph_breaks >= 1 and all(both.compiled_matches.values()) and "Guard
 assert all(helpers.check_one(cf.ValidMean(), art_valid, (clip, torch.tensor([k]))).status == "match" for k in range(1, 9))
 assert [line for _, line in draft.issues] == ["if torch.isnan(x).any():", "if x.mean() > 0:"]
 assert len(draft.decisions) == 2 and "torch._check" in draft.advice
-assert not any("assert" in detail for _, detail in fx.instructions(art_valid).steps)
+assert not any("assert" in detail for _, detail in fixes.instructions(art_valid).steps)
 assert gate_report.ok, gate_report
 assert [r.status for r in gate5_rows.values()] == ["diverge", "diverge", "match"], gate5_rows  # min=5: run, wrongly
 assert all(art_gate5.input_contract().violations((torch.randn(b, 4),)) for b in (2, 4))  # artifact.run refuses them

@@ -19,7 +19,7 @@ import helpers
 from helpers import interview, models, questions
 from helpers.display import show_source
 from helpers.lessons import control_flow as cf
-from helpers.lessons import control_flow_fixes as fx
+from helpers.lessons import control_flow_fixes as fixes
 from helpers.plots import delegation_bars
 
 _ = torch.manual_seed(0)
@@ -70,7 +70,7 @@ print("false branch:", [n.target.__name__ for n in ep.graph_module.false_graph_0
 # %%
 for label, sample in {"positive": x.abs() + 0.1, "negative": -x.abs() - 0.1, "zeros": torch.zeros(3, 4),
                       "mixed, sum > 0": x + 1.0, "mixed, sum < 0": x - 1.0}.items():
-    side = fx.which_branch_ran(cond_model, art, sample, cond_model.a, cond_model.b)
+    side = fixes.which_branch_ran(cond_model, art, sample, cond_model.a, cond_model.b)
     print(f"{label:<15} x.sum() > 0: {bool(sample.sum() > 0)!s:<5}  the .pte returned the {side} branch's result")
 
 # %% [markdown]
@@ -78,7 +78,7 @@ for label, sample in {"positive": x.abs() + 0.1, "negative": -x.abs() - 0.1, "ze
 # program:
 
 # %%
-fx.instructions(art)
+fixes.instructions(art)
 
 # %% [markdown]
 # The predicate is computed by kernels (`sum`, `gt`). Then `JumpFalseCall` skips the true branch's instructions
@@ -112,7 +112,7 @@ print(original_report.summary())
 # `helpers/lessons/control_flow_fixes.py`). Here is what torch says when you export each:
 
 # %%
-rules = fx.check_cond_rules(x)
+rules = fixes.check_cond_rules(x)
 rules
 
 # %% [markdown]
@@ -134,18 +134,18 @@ rules
 # `offset = self.b(x)` before the cond, and both branches use it:
 
 # %%
-show_source(fx.CondClosure)
+show_source(fixes.CondClosure)
 
 # %% [markdown]
 # Export lifts what the branches read into extra operands of the cond: `offset`, and also the weights of
 # `self.a`, which every branch that calls a layer reads the same way. The cond's operand tuple in the graph:
 
 # %%
-closure_ep = torch.export.export(fx.CondClosure(), (x,))
+closure_ep = torch.export.export(fixes.CondClosure(), (x,))
 cond_node = next(n for n in closure_ep.graph.nodes if n.op == "call_function" and "cond" in str(n.target))
 print("operands of the cond:", [a.name for a in cond_node.args[3]])
-art_closure = helpers.lower(fx.CondClosure(), (x,))
-print(helpers.compare(fx.CondClosure(), art_closure, probes).summary())
+art_closure = helpers.lower(fixes.CondClosure(), (x,))
+print(helpers.compare(fixes.CondClosure(), art_closure, probes).summary())
 
 # %% [markdown]
 # `offset` costs nothing extra for being lifted: it was computed before the cond in the Python code too. What
@@ -203,7 +203,7 @@ show_source(lowering._xnnpack_partitioner)
 art_cond = helpers.lower(models.CondLinear(), (x8,))
 art_straight = helpers.lower(models.StraightLinear(), (x8,))
 for name, a in {"CondLinear": art_cond, "StraightLinear": art_straight}.items():
-    counts = fx.node_counts(a.delegation())
+    counts = fixes.node_counts(a.delegation())
     print(f"{name:<15}", ", ".join(f"{n} {k}" for k, n in counts.items()))
 
 # %% [markdown]
@@ -242,7 +242,7 @@ fig
 # make it; the block should run only when it is needed.
 
 # %%
-show_source(fx.Router)
+show_source(fixes.Router)
 
 # %% [markdown]
 # Rewrite `forward()` with `torch.cond`. The check exports, lowers and runs your model; it requires a real runtime
@@ -296,7 +296,7 @@ interview.ask("03.cond_constraints")
 sides = cf.branch_sides(probes, lambda t: t.sum() > 0)
 assert sides["true"] > 0 and sides["false"] > 0, sides
 assert report.ok and original_report.ok, report
-assert fx.instructions(art).counts()["JumpFalseCall"] == 2
+assert fixes.instructions(art).counts()["JumpFalseCall"] == 2
 assert rules["reading a tensor from outside operands (lifted)"].outcome == "exports"
 assert "linear" in [a.name for a in cond_node.args[3]]  # offset = self.b(x), lifted into the cond's operands
 branch_rows = [r for r in art_cond.delegation().rows if r["region"] != "main"]

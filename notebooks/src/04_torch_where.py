@@ -18,7 +18,7 @@ import helpers
 from helpers import interview, models, questions
 from helpers.display import show_source
 from helpers.lessons import control_flow as cf
-from helpers.lessons import control_flow_fixes as fx
+from helpers.lessons import control_flow_fixes as fixes
 from helpers.plots import grouped_bars
 
 _ = torch.manual_seed(0)
@@ -54,7 +54,7 @@ print(where_report)
 # %%
 art_cond = helpers.lower(models.ScaleOrShiftCond(), (x,))
 for name, a in {"where": art_where, "cond": art_cond}.items():
-    print(f"{name:<6}", ", ".join(f"{n} {k}" for k, n in fx.node_counts(a.delegation()).items()))
+    print(f"{name:<6}", ", ".join(f"{n} {k}" for k, n in fixes.node_counts(a.delegation()).items()))
 print("left on portable kernels by where:", ", ".join(art_where.delegation().portable_ops()))
 
 # %% [markdown]
@@ -69,7 +69,7 @@ print("left on portable kernels by where:", ", ".join(art_where.delegation().por
 # `x * 0.5`:
 
 # %%
-show_source(fx._CheapOrHeavy, fx.HeavyWhere, fx.HeavyCond)
+show_source(fixes._CheapOrHeavy, fixes.HeavyWhere, fixes.HeavyCond)
 
 # %% [markdown]
 # Predict before you look at the graph:
@@ -83,10 +83,10 @@ questions.ask("04.heavy_count")
 # %%
 big = torch.randn(32, 128)
 heavy_side, cheap_side = big.abs() + 0.1, -(big.abs() + 0.1)  # mean > 0 → heavy, mean < 0 → cheap
-art_heavy_where = helpers.lower(fx.HeavyWhere(), (big,))
-art_heavy_cond = helpers.lower(fx.HeavyCond(), (big,))
+art_heavy_where = helpers.lower(fixes.HeavyWhere(), (big,))
+art_heavy_cond = helpers.lower(fixes.HeavyCond(), (big,))
 print("linear layers in the where graph:", art_heavy_where.graph().count("aten.linear"))
-print("control-flow operators in the where graph:", fx.node_counts(art_heavy_where.delegation())["control flow"])
+print("control-flow operators in the where graph:", fixes.node_counts(art_heavy_where.delegation())["control flow"])
 
 # %% [markdown]
 # ## Measured: `where` against `cond`
@@ -103,13 +103,13 @@ questions.ask("04.heavy_faster")
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-cheap_pair = fx.latency_spread({"where": art_where, "cond": art_cond},
+cheap_pair = fixes.latency_spread({"where": art_where, "cond": art_cond},
                                {"true side": x.abs() + 0.1, "false side": -(x.abs() + 0.1)})
-heavy = fx.latency_spread({"where": art_heavy_where, "cond": art_heavy_cond},
+heavy = fixes.latency_spread({"where": art_heavy_where, "cond": art_heavy_cond},
                           {"MLP side taken": heavy_side, "x·0.5 side taken": cheap_side})
 for title, table in {"cheap pair (ScaleOrShift)": cheap_pair, "MLP vs x·0.5 (Heavy…)": heavy}.items():
     for side, row in table.items():
-        print(f"{title}, {side}: {fx.compare_speed('where', row['where'], 'cond', row['cond'])}")
+        print(f"{title}, {side}: {fixes.compare_speed('where', row['where'], 'cond', row['cond'])}")
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -229,7 +229,7 @@ print("lookup, i = [0, 1, 7]: ", helpers.fmt(art_lookup_fixed.run_raw(torch.tens
 # Both sides are one cheap elementwise step after the same projection: a job for `torch.where`.
 
 # %%
-show_source(fx.GatedProj)
+show_source(fixes.GatedProj)
 
 # %% [markdown]
 # Rewrite `forward()` with `torch.where`. The check exports, lowers and runs it; it requires a graph with no
@@ -282,10 +282,10 @@ sides = cf.branch_sides(probes, lambda t: t.sum() > 0)
 assert sides["true"] > 0 and sides["false"] > 0, sides
 assert where_report.ok, where_report
 assert set(art_where.delegation().portable_ops()) == {"aten_gt_scalar", "aten_sum_dim_int_list", "aten_where_self"}
-heavy_report = helpers.compare(fx.HeavyCond(), art_heavy_where, [(heavy_side,), (cheap_side,), (big,)])
+heavy_report = helpers.compare(fixes.HeavyCond(), art_heavy_where, [(heavy_side,), (cheap_side,), (big,)])
 assert heavy_report.ok, heavy_report
 assert art_heavy_where.graph().count("aten.linear") == 6
-timed = fx.latency_spread({"where": art_heavy_where, "cond": art_heavy_cond},
+timed = fixes.latency_spread({"where": art_heavy_where, "cond": art_heavy_cond},
                           {"heavy": heavy_side, "cheap": cheap_side}, rounds=3, repeats=15)
 assert timed["cheap"]["cond"].high < timed["cheap"]["where"].low, timed  # cond skips the MLP
 assert timed["heavy"]["where"].high < timed["heavy"]["cond"].low, timed  # the MLP on XNNPACK beats portable

@@ -17,7 +17,7 @@ import helpers
 from helpers import interview, models, questions
 from helpers.display import show_source
 from helpers.lessons import control_flow as cf
-from helpers.lessons import control_flow_fixes as fx
+from helpers.lessons import control_flow_fixes as fixes
 from helpers.plots import delegation_bars
 
 _ = torch.manual_seed(0)
@@ -34,7 +34,7 @@ show_source(models.ScaleOrShiftCond)
 
 # %%
 art_cond = helpers.lower(models.ScaleOrShiftCond(), (x,))
-print(", ".join(f"{n} {k}" for k, n in fx.node_counts(art_cond.delegation()).items()))
+print(", ".join(f"{n} {k}" for k, n in fixes.node_counts(art_cond.delegation()).items()))
 
 # %% [markdown]
 # ## The fix: two methods, and the app decides
@@ -42,7 +42,7 @@ print(", ".join(f"{n} {k}" for k, n in fx.node_counts(art_cond.delegation()).ite
 # Each side becomes its own straight-line model, with the same weights (same class, same seed):
 
 # %%
-show_source(fx.ScaleOrShiftA, fx.ScaleOrShiftB)
+show_source(fixes.ScaleOrShiftA, fixes.ScaleOrShiftB)
 
 # %% [markdown]
 # Predict before we lower them: method `b` alone, how much of it will XNNPACK take?
@@ -54,7 +54,7 @@ questions.ask("05.hoisted_share")
 # `lower_methods` exports both into **one** `.pte`, as two methods:
 
 # %%
-art_methods = helpers.lower_methods({"a": (fx.ScaleOrShiftA(), (x,)), "b": (fx.ScaleOrShiftB(), (x,))})
+art_methods = helpers.lower_methods({"a": (fixes.ScaleOrShiftA(), (x,)), "b": (fixes.ScaleOrShiftB(), (x,))})
 for method in ("a", "b"):
     print(art_methods.input_contract(method), "·", art_methods.delegation(method).summary())
 
@@ -81,7 +81,7 @@ for label, sample in {"sum > 0": x.abs() + 0.1, "sum < 0": -x.abs() - 0.1}.items
 
 # %%
 probes = cf.value_probes((x,)) + cf.shifted(x)
-hoisted = fx.hoisted_parity(models.ScaleOrShift(), art_methods, probes, pick=app_pick)
+hoisted = fixes.hoisted_parity(models.ScaleOrShift(), art_methods, probes, pick=app_pick)
 print(hoisted)
 
 # %% [markdown]
@@ -93,8 +93,8 @@ print(hoisted)
 # uses, and must be kept in step. The sizes:
 
 # %%
-art_a = helpers.lower(fx.ScaleOrShiftA(), (x,))
-art_b = helpers.lower(fx.ScaleOrShiftB(), (x,))
+art_a = helpers.lower(fixes.ScaleOrShiftA(), (x,))
+art_b = helpers.lower(fixes.ScaleOrShiftB(), (x,))
 print(f"one .pte, two methods: {art_methods.nbytes:,} bytes")
 print(f"two .pte files:        {art_a.nbytes:,} + {art_b.nbytes:,} = {art_a.nbytes + art_b.nbytes:,} bytes")
 print(f"one .pte with cond:    {art_cond.nbytes:,} bytes")
