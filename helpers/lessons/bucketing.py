@@ -1,6 +1,6 @@
 """Lesson 09 (normalize on the host, or bucket): letterboxing frames, and sequence buckets.
 
-- :func:`letterbox`: resize a camera frame keeping its aspect ratio, then pad it to the one size
+- :func:`letterbox` (from :mod:`helpers.host`): resize a camera frame keeping its aspect ratio, then pad it to the one size
   the static vision export accepts (the host does this; the graph stays static).
 - Buckets for ``TokenPool`` (ids + mask): :func:`bucket_model`, :func:`bucket_program` (one
   ``.pte`` whose methods are ``seq_128``, ``seq_256``, …), :func:`separate_programs` (one file per
@@ -26,8 +26,10 @@ from torch import nn
 from .. import models
 from .._quiet import captured_output
 from ..artifact import PteArtifact
+from ..host import letterbox
 from ..lowering import lower, lower_methods
 from ..parity import ParityRow, check_one
+from ..timing import median_latency_ms
 from ..widgets import ParityExplorer, render_row
 
 __all__ = [
@@ -38,21 +40,6 @@ __all__ = [
 
 
 # ----- frames: normalize on the host ------------------------------------------------------------
-def letterbox(frame: torch.Tensor, size: int, fill: float = 0.0) -> torch.Tensor:
-    """Fit a ``1×C×H×W`` frame into ``size×size``: scale so the longer side is ``size`` (bilinear),
-    keep the aspect ratio, and pad the shorter side equally on both ends with ``fill``.
-
-    This is what an app does with the platform's image APIs before calling the model.
-    """
-    _, _, h, w = frame.shape
-    scale = size / max(h, w)
-    nh, nw = max(1, round(h * scale)), max(1, round(w * scale))
-    if (nh, nw) != (h, w):
-        frame = F.interpolate(frame, size=(nh, nw), mode="bilinear", align_corners=False)
-    top, left = (size - nh) // 2, (size - nw) // 2
-    return F.pad(frame, (left, size - nw - left, top, size - nh - top), value=fill)
-
-
 def plot_letterbox(frames: dict[str, torch.Tensor], title: str = "What the model sees"):
     """Frames side by side as images (``1×3×H×W`` in [0, 1]), each at its own pixel size."""
     import matplotlib.pyplot as plt
@@ -256,8 +243,6 @@ def latency_rounds(bucket_sets: Sequence[Sequence[int]], lengths: Sequence[int],
     once per round, on one ``.pte`` holding every size) averaged over ``lengths``. The dynamic program
     runs a sample of the requests (every ``sample_every``-th) at their own length.
     """
-    from .shapes import median_latency_ms
-
     sizes = sorted({b for buckets in bucket_sets for b in buckets})
     with captured_output():
         program = bucket_program(sizes)

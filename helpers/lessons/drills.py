@@ -256,7 +256,7 @@ def camera_options() -> dict[str, tuple[PteArtifact, Callable[[torch.Tensor], tu
     Each maps a name to ``(artifact, prepare)`` where ``prepare(frame)`` returns the input the app
     passes and the method it calls.
     """
-    from .bucketing import letterbox
+    from ..host import letterbox
 
     model, static, _ = shapes.vision_program()
     bounded = lower(model, (shapes.camera_frame(64, 64),),

@@ -12,15 +12,13 @@ and what dynamic shapes cost.
 - 08: :class:`TinySegmenter` (an upsampling model XNNPACK only takes whole when the frame size is
   static), :class:`LowResSegmenter` + :func:`upsample_on_host` (the declined operator moved to the app),
   :func:`segmenter_program`, :func:`arena_vs_max`, and latency measured with its spread
-  (:func:`median_latency_ms`, :func:`latency_rounds`, :func:`ratio_sentence`: a sentence about a
-  timing is computed from the rounds).
+  (:func:`median_latency_ms`, :func:`latency_rounds`, :func:`ratio_sentence`, from :mod:`helpers.timing`: a
+  sentence about a timing is computed from the rounds).
 """
 
 from __future__ import annotations
 
-import statistics
 import tempfile
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -34,6 +32,7 @@ from .. import models
 from ..artifact import PteArtifact
 from ..lowering import lower
 from ..parity import ParityReport, ParityRow
+from ..timing import latency_rounds, median_latency_ms, ratio_sentence
 
 __all__ = [
     "VISION_SIZE", "CAMERA_RESOLUTIONS", "camera_frame", "vision_program", "read_signature", "memory_plan",
@@ -221,7 +220,7 @@ class FrameTokens(nn.Module):
 def _frame_for(resolution: tuple[int, int], preprocess: str) -> tuple[torch.Tensor]:
     frame = camera_frame(*resolution)
     if preprocess == "letterbox":
-        from .bucketing import letterbox
+        from ..host import letterbox
 
         frame = letterbox(frame, VISION_SIZE)
     return (frame,)
@@ -415,44 +414,3 @@ def segmenter_program(max_side: int | None = None, size: int = VISION_SIZE,
 def arena_vs_max(maxes: Sequence[int], build: Callable[[int], PteArtifact], method: str = "forward") -> list[int]:
     """Planned arena bytes of ``build(max)`` for each ``max`` (each a real export + lowering, cached)."""
     return [build(m).planned_memory_bytes(method) for m in maxes]
-
-
-def median_latency_ms(artifact: PteArtifact, args: tuple[Any, ...], method: str = "forward",
-                      repeat: int = 200, warmup: int = 20) -> float:
-    """Median wall time of the runtime call alone (:meth:`PteArtifact.bare_call`: no check of ours, no copy
-    of the outputs), in milliseconds, on the runtime's own thread pool (``_runtime.runtime_threads()``)."""
-    call, inputs = artifact.bare_call(method), list(args)
-    for _ in range(warmup):
-        call(inputs)
-    samples = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        call(inputs)
-        samples.append((time.perf_counter() - start) * 1000)
-    return statistics.median(samples)
-
-
-def latency_rounds(programs: dict[str, tuple[PteArtifact, tuple[Any, ...]]], rounds: int = 5, repeat: int = 100,
-                   warmup: int = 10, method: str = "forward") -> dict[str, list[float]]:
-    """Median runtime-call time (ms) of each program, measured ``rounds`` times, the programs interleaved
-    within each round (so a slow moment of the machine hits every program, not one)."""
-    out: dict[str, list[float]] = {name: [] for name in programs}
-    for _ in range(rounds):
-        for name, (artifact, args) in programs.items():
-            out[name].append(median_latency_ms(artifact, args, method=method, repeat=repeat, warmup=warmup))
-    return out
-
-
-def ratio_sentence(what: str, slower: list[float], faster: list[float], *, margin: float = 0.05) -> str:
-    """A sentence about ``slower / faster`` computed from paired rounds of medians: "slower" or "faster"
-    only when every round agrees (by more than ``margin``); otherwise "no consistent difference"."""
-    ratios = [a / b for a, b in zip(slower, faster)]
-    lo, hi = min(ratios), max(ratios)
-    spread = f"{lo:.2f}×" if f"{lo:.2f}" == f"{hi:.2f}" else f"{lo:.2f}× to {hi:.2f}×"
-    if lo > 1 + margin:
-        verdict = "slower in every round"
-    elif hi < 1 - margin:
-        verdict = "faster in every round"
-    else:
-        verdict = "no consistent difference (the rounds disagree, or differ by less than 5%)"
-    return f"{what}: {spread} over {len(ratios)} rounds — {verdict}"
