@@ -307,7 +307,8 @@ print("torch suggests:", " | ".join(d.suggested_fixes))
 # %% [markdown]
 # The view needs `T` to be a multiple of 4 (the guard says `2T % 8 == 0`). Torch suggests a **derived `Dim`**: a
 # root `Dim` (`_T`, the length of one chunk) and `T = 4 * _T`, so only multiples of 4 are in the contract. Lengths that
-# are not a multiple of 4 are then outside it, and the host pads them to the next multiple.
+# are not a multiple of 4 are then outside it, and the host check refuses them: eager `ChunkMean` cannot take them
+# either (its view fails).
 #
 # ### ✏️ Exercise 07.derived_dim: adopt the suggestion
 #
@@ -452,6 +453,11 @@ assert torch.isnan(clip_art.run_raw(one_frame)[0]).all()  # the trap: the runtim
 assert auto_art.runtime_input_shapes() == [(1, 8, 4)]  # AUTO without max: planned at the example's size
 assert loop_modes[0]["recorded"] == "static 3"
 assert half_report.ok and half_static.delegation().portable_nodes == 0 and half_art.delegation().portable_nodes > 0
+try:  # "eager ChunkMean cannot take them either"
+    shapes.ChunkMean()(torch.randn(2, 30))
+    raise AssertionError("eager ChunkMean took T = 30")
+except RuntimeError as exc:
+    assert "invalid for input of size" in str(exc)
 two = torch.randn(2, 2, generator=g)  # T = 2: valid for HalfDiff in eager, dropped by the derived Dim
 assert half_art.input_contract().violations((two,)) and shapes.HalfDiff()(two).shape == (2, 1)
 assert host_ok and halves_art.delegation().portable_nodes == 0
