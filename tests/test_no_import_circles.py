@@ -7,55 +7,15 @@ it out: an edge *into* a package face is not followed. (``helpers.interview._wid
 
 from __future__ import annotations
 
-import ast
-from pathlib import Path
+from import_graph import ROOT, find_cycle, import_graph, modules_under
 
-from test_doctor_structure import find_cycle
-
-ROOT = Path(__file__).resolve().parent.parent
-PACKAGE = ROOT / "helpers"
-
-
-def _name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-MODULES = {_name(p): p for p in PACKAGE.rglob("*.py")}
-
-
-def _owner(name: str) -> str | None:
-    while name:
-        if name in MODULES:
-            return name
-        name = name.rpartition(".")[0]
-    return None
-
-
-def imports_of(name: str, path: Path) -> set[str]:
-    package = name if path.stem == "__init__" else name.rpartition(".")[0]
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            targets = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = package.split(".")
-                base = ".".join(parts[:len(parts) - (node.level - 1)] + ([node.module] if node.module else []))
-            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names]
-        else:
-            continue
-        found |= {m for m in map(_owner, targets) if m is not None and m != name}
-    return found
-
-
+MODULES = modules_under(ROOT / "helpers")
 FACES = {name for name, path in MODULES.items() if path.stem == "__init__"}
 
 
 def graph_without_faces() -> dict[str, set[str]]:
     """The import graph between modules, package faces left out."""
-    return {name: imports_of(name, path) - FACES for name, path in MODULES.items() if name not in FACES}
+    return {name: deps - FACES for name, deps in import_graph(MODULES).items() if name not in FACES}
 
 
 def test_the_library_has_no_import_circle():
