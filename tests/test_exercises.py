@@ -13,7 +13,7 @@ import pytest
 from helpers import exercises
 
 ROOT = Path(__file__).resolve().parent.parent
-TRACK_FILES = ("test_exercises_track1", "test_exercises_track2", "test_exercises_lesson11", "test_exercises_interview")
+TRACK_FILES = ("test_exercises_lessons", "test_exercises_track2", "test_exercises_lesson11", "test_exercises_interview")
 
 
 def _wrong_answers() -> dict:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from ._core import Exercise
+from .grading import Exercise
 
 
 class SolutionButton:

@@ -23,7 +23,7 @@ from torch.export import Dim
 
 from ..models import seeded
 from ..parity import Probe
-from ._core import Exercise, Verdict, as_model, lowered, parity
+from .grading import Exercise, Verdict, as_model, lowered, parity
 
 __all__ = ["EXERCISES", "FrameNormalizer", "BatchStatsClassifier", "GlyphNet", "CAMERA_FRAMES", "glyph_program"]
 

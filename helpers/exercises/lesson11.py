@@ -16,7 +16,7 @@ from torch import nn
 
 from ..parity import Probe
 from ..zoo import RecurrentTagger, gru
-from ._core import Exercise, Verdict, as_model, lowered, parity
+from .grading import Exercise, Verdict, as_model, lowered, parity
 
 __all__ = ["EXERCISES", "stream", "STEP_EXAMPLE"]
 

@@ -24,7 +24,7 @@ from ..contract import InputContractError
 from ..display import error_excerpt
 from ..lowering import lower
 from ..parity import Probe
-from ._core import Exercise, Verdict, lowered, parity
+from .grading import Exercise, Verdict, lowered, parity
 
 __all__ = ["EXERCISES"]
 

@@ -9,7 +9,6 @@ the model answer behind a button); the mock interview draws cards with :func:`dr
 from __future__ import annotations
 
 import html
-import importlib
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,8 +17,7 @@ from typing import Any
 __all__ = ["Card", "KINDS", "cards", "card", "ask", "draw", "topics", "cards_html"]
 
 KINDS = ("conceptual", "constraints", "trade-off", "diagnosis")
-_MODULES = ("track1", "track2", "lesson11")
-_CARDS: dict[str, Card] | None = None
+_NOT_YET_MOVED = ("helpers.interview.track2", "helpers.interview.lesson11")  # lessons still filed by kind
 
 
 @dataclass(frozen=True)
@@ -27,7 +25,7 @@ class Card:
     """One interview question with its model answer and rubric."""
 
     id: str
-    lesson: str  # the notebook stem to revisit, e.g. "03_torch_cond"
+    lesson: str  # the notebook stem to revisit ("NN_name", as in helpers.course)
     topic: str
     kind: str
     question: str
@@ -42,22 +40,9 @@ class Card:
 
 
 def _load() -> dict[str, Card]:
-    global _CARDS
-    if _CARDS is None:
-        found: dict[str, Card] = {}
-        for name in _MODULES:
-            try:
-                module = importlib.import_module(f"{__name__}.{name}")
-            except ModuleNotFoundError as exc:
-                if exc.name == f"{__name__}.{name}":
-                    continue
-                raise
-            for c in module.CARDS:
-                if c.id in found:
-                    raise ValueError(f"two cards share the id {c.id!r}")
-                found[c.id] = c
-        _CARDS = dict(sorted(found.items()))
-    return _CARDS
+    from .. import course
+
+    return course.by_id("CARDS", _NOT_YET_MOVED)
 
 
 def cards(lesson: str | None = None) -> list[Card]:

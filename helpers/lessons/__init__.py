@@ -1,7 +1,9 @@
-"""Lesson-specific pieces: one module per lesson (its extra models, widgets, measurements).
+"""The lessons' own material: ``NN_name.py``, one module per lesson, named like its notebook (its questions,
+exercises and interview cards; found by :mod:`helpers.course`), and modules several lessons share
+(``control_flow``, ``control_flow_fixes``, ``shapes``, ``bucketing``, ``drills``, ``doctor``: models, widgets,
+measurements).
 
-Shared building blocks live one level up (``helpers.models``, ``helpers.widgets``,
-``helpers.plots``); a lesson module holds only what its lesson alone needs.
+Building blocks of the whole course live one level up (``helpers.models``, ``helpers.widgets``, ``helpers.plots``).
 
 Convention for widgets (used by ``benchmarks/bench_widgets.py`` and the browser tests): a
 lesson module with a widget defines ``widget_demo()`` returning ``(explorer, interactions)``,

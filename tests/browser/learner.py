@@ -64,7 +64,7 @@ def assert_nothing_revealed(lesson: LessonPage, name: str) -> None:
 
 def _wrong_answers() -> dict:
     merged: dict = {}
-    for module in ("test_exercises_track1", "test_exercises_track2", "test_exercises_lesson11", "test_exercises_interview"):
+    for module in ("test_exercises_lessons", "test_exercises_track2", "test_exercises_lesson11", "test_exercises_interview"):
         if (ROOT / "tests" / f"{module}.py").exists():
             merged.update(importlib.import_module(module).WRONG)
     return merged

@@ -7,8 +7,10 @@ failed and on which input, and gives a hint that points at the idea, not at the 
 
 from __future__ import annotations
 
+import ast
 import copy
 import hashlib
+import inspect
 import linecache
 import re
 import textwrap
@@ -19,12 +21,14 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.export import Dim
 
 from ..artifact import PteArtifact
 from ..display import error_excerpt, fmt
 from ..parity import Probe, check_one, format_diff
 
-__all__ = ["Exercise", "Grade", "Verdict", "as_model", "lowered", "parity", "starter_cell", "SOURCES"]
+__all__ = ["Exercise", "Grade", "Verdict", "as_model", "lowered", "parity", "starter_cell", "solution_cell", "SOURCES",
+           "base_context", "sided_probes", "has_control_flow"]
 
 SOURCES = Path(__file__).resolve().parent.parent.parent / "notebooks" / "src"
 
@@ -91,8 +95,14 @@ class Exercise:
     """One exercise: what to submit, how it is graded, its starter (the lesson's cell) and its solution.
 
     ``grade(answer)`` returns the list of :class:`Verdict` (it stops at the first failed criterion
-    that later ones depend on). ``context()`` gives the names the starter and solution code may use
-    (the lesson's reference model, ``torch``, ``nn``, ``Dim``…); both assign the answer to ``answer``.
+    that later ones depend on). ``context()`` gives the names the starter cell may use (the lesson's
+    reference model, ``torch``, ``nn``, ``Dim``…); the starter assigns the answer to ``answer``.
+
+    ``solve`` is the solution as code: a function of the lesson's module that builds the answer and returns
+    it (ruff and the type checker read it, the tests call it). What the solution button shows is its body,
+    as a learner would write it in the starter cell: see :func:`solution_cell`.
+    (``solution_code``, text assigning ``answer``, is what the lessons not yet moved to ``helpers/lessons/NN_*``
+    still give instead.)
     """
 
     id: str
@@ -100,10 +110,15 @@ class Exercise:
     title: str
     goal: str
     grade: Callable[[Any], list[Verdict]]
-    solution_code: str
     context: Callable[[], dict[str, Any]]
+    solve: Callable[[], Any] | None = None
     kind: str = "model"
     revisit: tuple[str, ...] = ()  # lessons that teach what the exercise needs (default: its own lesson)
+    solution_code: str = ""
+
+    def __post_init__(self) -> None:
+        if (self.solve is None) == (not self.solution_code):
+            raise ValueError(f"exercise {self.id}: give its solution as code (solve=…), once")
 
     @property
     def marker(self) -> str:
@@ -122,11 +137,16 @@ class Exercise:
 
     @property
     def solution_source(self) -> str:
+        """The solution as the learner would type it in the starter cell (it assigns ``answer``)."""
+        if self.solve is not None:
+            return solution_cell(self.solve)
         return textwrap.dedent(self.solution_code).strip() + "\n"
 
     @property
     def solution(self) -> Any:
-        """The object the solution code builds."""
+        """The object the solution builds."""
+        if self.solve is not None:
+            return self.solve()
         return self.build(self.solution_source)
 
     def build(self, source: str) -> Any:
@@ -146,6 +166,32 @@ class Exercise:
 
     def __repr__(self) -> str:
         return f"<Exercise {self.id} ({self.lesson}): {self.title}>"
+
+
+def solution_cell(solve: Callable[[], Any]) -> str:
+    """The body of ``solve`` as a notebook cell: its docstring dropped, dedented, ``return X`` → ``answer = X``.
+
+    ``solve`` builds the answer inside its body (classes, functions) and ends with ``return <the answer>``."""
+    source = textwrap.dedent(inspect.getsource(solve))
+    (function,) = ast.parse(source).body
+    if not isinstance(function, ast.FunctionDef) or not function.body:
+        raise TypeError(f"{solve!r}: a solution is a plain function")
+    body = function.body
+    start = body[0].lineno
+    if isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value,
+                                                                                                  str):
+        start = (body[0].end_lineno or body[0].lineno) + 1  # after the docstring; comments below it stay
+        body = body[1:]
+    last = body[-1] if body else None
+    if not isinstance(last, ast.Return) or last.value is None:
+        raise TypeError(f"{solve.__qualname__}: a solution ends with `return <the answer>`")
+    lines = source.splitlines()
+    cell = textwrap.dedent("\n".join(lines[start - 1:function.end_lineno])).strip("\n").splitlines()
+    index = len(cell) - 1 - ((function.end_lineno or last.lineno) - last.lineno)
+    if not cell[index].lstrip().startswith("return "):
+        raise TypeError(f"{solve.__qualname__}: its last statement must start its line with `return`")
+    cell[index] = cell[index].replace("return ", "answer = ", 1)
+    return "\n".join(cell) + "\n"
 
 
 def starter_cell(lesson: str, marker: str) -> str:
@@ -258,3 +304,42 @@ def _outputs(values: tuple[Any, ...] | None) -> str:
     if not values:
         return "nothing"
     return fmt(values[0]) if len(values) == 1 else fmt(values)
+
+
+# ----- inputs exercises are graded on ------------------------------------------------------------
+def base_context() -> dict[str, Any]:
+    """The names every starter cell may use: ``torch``, ``nn`` and ``Dim``."""
+    return {"torch": torch, "nn": nn, "Dim": Dim}
+
+
+def sided_probes(score: Callable[[torch.Tensor], float], shape: tuple[int, ...], sides: tuple[str, str],
+                 per_side: int = 3, seed: int = 0, margin: float = 0.05,
+                 extra: tuple[tuple[str, torch.Tensor], ...] = ()) -> list[Probe]:
+    """Seeded inputs of ``shape``, ``per_side`` on each side of ``score(x) > 0`` (never on the edge).
+
+    Labels name the side (``sides[0]`` for ``score > 0``), so feedback says which side failed.
+    ``extra`` adds hand-picked inputs, labelled with their side too.
+    """
+    g = torch.Generator().manual_seed(seed)
+    found: dict[bool, list[torch.Tensor]] = {True: [], False: []}
+    for i in range(400):
+        x = torch.randn(shape, generator=g) * (0.5 + (i % 4)) + (i % 7 - 3) * 0.3
+        with torch.no_grad():
+            value = float(score(x))
+        if abs(value) > margin and len(found[value > 0]) < per_side:
+            found[value > 0].append(x)
+        if all(len(v) == per_side for v in found.values()):
+            break
+    probes = []
+    for positive, name in ((True, sides[0]), (False, sides[1])):
+        probes += [Probe(f"{name} #{k + 1}", (x,)) for k, x in enumerate(found[positive])]
+    for label, x in extra:
+        with torch.no_grad():
+            name = sides[0] if float(score(x)) > 0 else sides[1]
+        probes.append(Probe(f"{name}: {label}", (x,)))
+    return probes
+
+
+def has_control_flow(artifact: Any, method: str = "forward") -> bool:
+    """Whether a lowered program keeps a ``torch.cond`` (or another control-flow operator)."""
+    return any(r["op"] in ("cond", "while_loop") or r["region"] != "main" for r in artifact.delegation(method).rows)
