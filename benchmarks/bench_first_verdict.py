@@ -29,12 +29,13 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 def main(prefixes: list[str]) -> None:
     from browser.lab import CHROMIUM, CHROMIUM_ARGS, LabServer, LessonPage
-    from browser.learner import lessons, shutdown_kernels
+    from browser.learner import shutdown_kernels
     from playwright.sync_api import sync_playwright
 
     os.environ.setdefault("EXPORTLAB_CACHE_DIR", str(ROOT / ".cache" / "exportlab"))
     subprocess.run([sys.executable, str(ROOT / "tools" / "notebooks.py"), "warm"], check=False)
-    names = [n for n in lessons() if not prefixes or n.startswith(tuple(prefixes))]
+    notebooks = sorted(p.name for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    names = [n for n in notebooks if not prefixes or n.startswith(tuple(prefixes))]
     results: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-first-verdict-") as tmp, sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)

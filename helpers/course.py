@@ -94,16 +94,10 @@ def collect(attribute: str) -> list[Any]:
     return items
 
 
-def by_id(attribute: str, legacy: tuple[str, ...] = ()) -> dict[str, Any]:
-    """Every lesson's ``attribute`` keyed by id, sorted by id (ids start with the lesson's number).
-
-    ``legacy`` names modules that still hold a list ``attribute`` of lessons not yet moved into
-    ``helpers/lessons/NN_*`` (issue 16's slice 7 moves them)."""
-    entries = collect(attribute)
-    for name in legacy:
-        entries += list(getattr(importlib.import_module(name), attribute))
+def by_id(attribute: str) -> dict[str, Any]:
+    """Every lesson's ``attribute`` keyed by id, sorted by id (ids start with the lesson's number)."""
     found: dict[str, Any] = {}
-    for entry in entries:
+    for entry in collect(attribute):
         if entry.id in found:
             raise ValueError(f"two {attribute.lower()} share the id {entry.id!r}")
         found[entry.id] = entry

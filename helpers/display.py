@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["fmt", "show_error", "error_excerpt", "error_line", "sanitize", "show_source", "Source"]
+__all__ = ["fmt", "first_sentence", "show_error", "error_excerpt", "error_line", "sanitize", "show_source", "Source"]
 
 _PATHS = [
     (re.compile(r'File "/tmp/ipykernel_\d+/\d+\.py"'), 'File "<notebook cell>"'),
@@ -38,6 +38,11 @@ def sanitize(text: str) -> str:
     for pattern, repl in _PATHS:
         text = pattern.sub(repl, text)
     return text
+
+
+def first_sentence(text: str) -> str:
+    """The text up to its first full stop (which it keeps)."""
+    return text.split(". ")[0].rstrip(".") + "."
 
 
 def fmt(value: Any, decimals: int = 3) -> str:

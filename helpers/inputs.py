@@ -13,9 +13,11 @@ def seeded_randn(*shape: int, seed: int = 0) -> torch.Tensor:
 
 
 def seeded_values(shape: tuple[int, ...], kind: str, seed: int) -> torch.Tensor:
-    """Seeded values of one ``kind``: ``"random"``, ``"positive"`` (all > 0), ``"negative"`` (all < 0) or ``"zeros"``."""
+    """Seeded values of one ``kind``: ``"random"``, ``"positive"`` (all > 0), ``"negative"`` (all < 0), ``"large"``
+    (random × 100) or ``"zeros"``."""
     base = seeded_randn(*shape, seed=seed)
-    kinds = {"random": base, "positive": base.abs() + 0.1, "negative": -(base.abs() + 0.1), "zeros": torch.zeros(shape)}
+    kinds = {"random": base, "positive": base.abs() + 0.1, "negative": -(base.abs() + 0.1), "large": base * 100.0,
+             "zeros": torch.zeros(shape)}
     if kind not in kinds:
         raise ValueError(f"kind must be one of {', '.join(kinds)}, got {kind!r}")
     return kinds[kind]

@@ -18,9 +18,9 @@ ROOT = Path(__file__).resolve().parent.parent
 LESSONS = course.lessons()
 
 
-def test_every_lesson_module_has_its_notebook_and_numbers_are_in_order():
+def test_every_notebook_is_a_lesson_module_and_numbers_are_in_order():
     sources = {p.stem for p in (ROOT / "notebooks" / "src").glob("[0-9][0-9]_*.py")}
-    assert LESSONS and {item.name for item in LESSONS} <= sources
+    assert {item.name for item in LESSONS} == sources
     assert [item.number for item in LESSONS] == sorted(item.number for item in LESSONS)
     assert all((ROOT / "notebooks" / item.notebook).exists() for item in LESSONS)
     first = LESSONS[0]
@@ -67,16 +67,30 @@ def test_the_check_of_lesson_order_sees_a_later_lesson():
 
 
 def test_engines_name_no_lesson_of_the_registry():
-    """(The modules that still file lessons 06–12 by kind are left out until those lessons move too.)"""
     names = [item.name for item in LESSONS]
-    not_yet_moved = {*questions._NOT_YET_MOVED, *exercises._NOT_YET_MOVED, *interview._NOT_YET_MOVED}
     for package in ("questions", "exercises", "interview"):
         for path in (ROOT / "helpers" / package).glob("*.py"):
-            if f"helpers.{package}.{path.stem}" in not_yet_moved:
-                continue
             text = path.read_text()
             assert not re.search(r"lessons\.\d\d_|lesson\(\d+\)", text), f"{path.relative_to(ROOT)} names a lesson"
             assert not [n for n in names if n in text], f"{path.relative_to(ROOT)} names a lesson of the registry"
+
+
+# How a test or a tool picks lessons by number: a slice of a name compared, a name prefix, a range of notebooks.
+LESSON_RANGE = re.compile(r"(stem|lesson|name)\[:2\]\s*(in\b|[<>])|\.startswith\(\"\d\d_\"\)|widget_notebooks\(\d|TRACK_FILES|"
+                          r"int\(\w+\.name\[:2\]\)\s*<")
+
+
+def test_nothing_in_tests_tools_or_benchmarks_names_a_range_of_lessons():
+    for folder in ("tests", "tools", "benchmarks"):
+        for path in (ROOT / folder).rglob("*.py"):
+            if path.name != Path(__file__).name:
+                assert not LESSON_RANGE.search(path.read_text()), f"{path.relative_to(ROOT)} names a range of lessons"
+
+
+@pytest.mark.parametrize("code", ['e.lesson[:2] <= "11"', 'p.stem[:2] in {"06", "07"}', 'e.lesson.startswith("12_")',
+                                  "widget_notebooks(0, 5)", "if first <= int(path.name[:2]) <= last"])
+def test_the_range_check_sees_a_range(code):
+    assert LESSON_RANGE.search(code)
 
 
 THROWAWAY = textwrap.dedent('''
@@ -154,7 +168,8 @@ def _solve_with_comment_and_helper():
     def double(x):
         return 2 * x
 
-    return (double, 3)
+    return (double,
+            3)
 
 
 def _solve_without_return():
@@ -163,7 +178,7 @@ def _solve_without_return():
 
 def test_a_solution_is_shown_as_the_cell_a_learner_writes():
     assert solution_cell(_solve_with_comment_and_helper) == (
-        "# a comment the learner keeps\n\ndef double(x):\n    return 2 * x\n\nanswer = (double, 3)\n")
+        "# a comment the learner keeps\n\ndef double(x):\n    return 2 * x\n\nanswer = (double,\n          3)\n")
     with pytest.raises(TypeError, match="return <the answer>"):
         solution_cell(_solve_without_return)
     for exercise in exercises.catalog():

@@ -135,6 +135,163 @@ answer = ({"a": A(), "b": B()}, pick)
 """, ("pick returned 'positive'", "not one of the methods")),
         WrongAnswer("a model instead of (methods, pick)", "answer = CondLinear()", ("a dict of methods and a pick",)),
     ],
+    "06.read_signature": [
+        WrongAnswer("only the first input", '''
+from executorch.runtime import Runtime
+
+
+def input_shapes(pte_path):
+    program = Runtime.get().load_program(pte_path)
+    meta = program.metadata("forward")
+    return [tuple(meta.input_tensor_meta(0).sizes())]
+
+
+answer = input_shapes
+''', ("token_pool_two_inputs.pte", "[(1, 12), (1, 12)]", "more than one input")),
+        WrongAnswer("the lesson's shape, hard-coded", "answer = lambda path: [(1, 3, 64, 64)]",
+                    ("token_pool_two_inputs.pte", "the file records")),
+        WrongAnswer("the function called instead of passed", "answer = [(1, 3, 64, 64)]", ("is a list", "the function itself")),
+    ],
+    "07.bound_dim": [
+        WrongAnswer("no max: ExecuTorch plans the example's 8 frames", 'answer = {"x": {1: Dim("frames", min=2)}}',
+                    ("a clip of 15 frames", "planned capacity")),
+        WrongAnswer("max=64: the arena is over-provisioned", 'answer = {"x": {1: Dim("frames", min=2, max=64)}}',
+                    ("plans 64 frames", "1,632", "480")),
+        WrongAnswer("Dim.AUTO", 'answer = {"x": {1: Dim.AUTO}}', ("frames", "planned capacity")),
+        WrongAnswer("min=3: two-frame clips refused", 'answer = {"x": {1: Dim("frames", min=3, max=16)}}',
+                    ("a clip of 2 frames", "below the Dim's minimum")),
+        WrongAnswer("the wrong argument name", 'answer = {"clip": {1: Dim("frames", min=2, max=16)}}', ("['x']",)),
+    ],
+    "07.derived_dim": [
+        WrongAnswer("a derived Dim whose max stops at 32", 'answer = {"x": {1: 4 * Dim("chunks", min=2, max=8)}}',
+                    ("T=36", "above the maximum")),
+        WrongAnswer("Dim.AUTO", 'answer = {"x": {1: Dim.AUTO}}', ("T=36", "planned capacity")),
+    ],
+    "08.arena_budget": [
+        WrongAnswer("max 64: the 96×96 frame is refused", '''
+answer = {"x": {2: Dim("height", min=32, max=64), 3: Dim("width", min=32, max=64)}}
+''', ("96×96", "above the Dim's max")),
+        WrongAnswer("max 128: over budget", '''
+answer = {"x": {2: Dim("height", min=32, max=128), 3: Dim("width", min=32, max=128)}}
+''', ("655,424", "over")),
+        WrongAnswer("a static export", "answer = None", ("a dynamic_shapes dict",)),
+    ],
+    "09.pick_buckets": [
+        WrongAnswer("long requests refused", "answer = [128, 256]", ("43 of 400 requests", "largest bucket (256)")),
+        WrongAnswer("powers of two: 29% padding", "answer = [64, 128, 256, 512]", ("29.0%",)),
+        WrongAnswer("equal-count buckets", "answer = [64, 105, 176, 512]", ("36.0%",)),
+        WrongAnswer("too many buckets", "answer = [32, 64, 96, 128, 192, 256, 384, 512]", ("you have 8",)),
+        WrongAnswer("a string", 'answer = "96, 160, 256, 512"', ("string",)),
+    ],
+    "10.probe_set": [
+        WrongAnswer("random values only (misses the min edge)", '''
+def probes(example, dims):
+    g = torch.Generator().manual_seed(0)
+    return [torch.randn(example.shape, generator=g) for _ in range(8)]
+
+
+answer = probes
+''', ("one_frame", "all match", "min and max")),
+        WrongAnswer("the edges, but only positive values", '''
+def probes(example, dims):
+    out = [example.abs()]
+    for axis, (lo, hi) in dims.items():
+        for size in (lo, hi):
+            shape = list(example.shape)
+            shape[axis] = size
+            out.append(torch.rand(shape))
+    return out
+
+
+answer = probes
+''', ("'sign'", "all match", "signs")),
+        WrongAnswer("only the minimum edge", '''
+def probes(example, dims):
+    out = [torch.randn(example.shape), -example.abs()]
+    for axis, (lo, hi) in dims.items():
+        shape = list(example.shape)
+        shape[axis] = lo
+        out.append(torch.randn(shape))
+    return out
+
+
+answer = probes
+''', ("no_max", "max")),
+    ],
+    "11.gru_step": [
+        WrongAnswer("the state passed back unchanged", """
+class Frozen(RecurrentTagger):
+    def forward(self, x_t, h):
+        out, _ = self.rnn(x_t.unsqueeze(1), h)
+        return self.head(out[:, 0]), h
+answer = Frozen()
+""", ("on 2 frames", "the reference")),
+        WrongAnswer("the output alone (no state back)", """
+class NoState(RecurrentTagger):
+    def forward(self, x_t, h):
+        out, _ = self.rnn(x_t.unsqueeze(1), h)
+        return self.head(out[:, 0])
+answer = NoState()
+""", ("returns (output of this frame, next state)",)),
+        WrongAnswer("the whole-sequence model itself", "answer = RecurrentTagger()", ("failed",)),
+    ],
+    "12.wont_export": [
+        WrongAnswer("the loudness branch deleted with the assertion", """
+class NoBranch(FrameNormalizer):
+    def forward(self, x):
+        return self.dec(self.enc(x))
+answer = NoBranch()
+""", ("on loud frames", "the reference")),
+        WrongAnswer("the assertion kept", """
+class KeepsAssert(FrameNormalizer):
+    def forward(self, x):
+        assert not torch.isnan(x).any()
+        h = self.enc(x)
+        peak = h.abs().max()
+        return self.dec(torch.where(peak > 1.0, h / peak, h))
+answer = KeepsAssert()
+""", ("export failed", "data-dependent")),
+        WrongAnswer("clamping instead of scaling", """
+class Clamps(FrameNormalizer):
+    def forward(self, x):
+        return self.dec(self.enc(x).clamp(-1.0, 1.0))
+answer = Clamps()
+""", ("on loud frames",)),
+    ],
+    "12.phone_disagrees": [
+        WrongAnswer("only a static batch-1 method", """
+model = BatchStatsClassifier()
+answer = ({"single": (model, (torch.randn(1, 6),))}, lambda x: "single")
+""", ("on batch 2", "refused")),
+        WrongAnswer("the right methods, the pick inverted", """
+model = BatchStatsClassifier()
+methods = {"single": (model, (torch.randn(1, 6),)),
+           "batch": (model, (torch.randn(8, 6),), {"x": {0: Dim("batch", min=2, max=8)}})}
+answer = (methods, lambda x: "batch" if x.shape[0] == 1 else "single")
+""", ("on batch 1",)),
+        WrongAnswer("the shipped program renamed: one method, batch from 1", """
+model = BatchStatsClassifier()
+methods = {"batch": (model, (torch.randn(8, 6),), {"x": {0: Dim("batch", min=1, max=8)}})}
+answer = (methods, lambda x: "batch")
+""", ("on batch 1", "nan")),
+    ],
+    "12.camera_rejected": [
+        WrongAnswer("stretching every frame to 96×96", """
+def prepare(frame):
+    return F.interpolate(frame, size=(96, 96), mode="bilinear", align_corners=False)
+answer = prepare
+""", ("became a 96×96 picture",)),
+        WrongAnswer("a centre crop of the short side", """
+def prepare(frame):
+    _, _, h, w = frame.shape
+    side = min(h, w)
+    top, left = (h - side) // 2, (w - side) // 2
+    crop = frame[:, :, top:top + side, left:left + side]
+    return F.interpolate(crop, size=(96, 96), mode="bilinear", align_corners=False)
+answer = prepare
+""", ("became a 96×96 picture",)),
+        WrongAnswer("the frame as it comes", "answer = lambda frame: frame", ("120×160 frame", "refused")),
+    ],
 }
 
 TRACK = [e for item in course.lessons() for e in getattr(item.module, "EXERCISES", ())]
@@ -172,9 +329,9 @@ def test_gate_probes_include_mixed_signs_on_both_sides():
     assert all((p.args[0] > 0).any() and (p.args[0] < 0).any() for p in mixed)
 
 
-def test_a_check_is_fast_once_the_program_is_cached():
-    exercise = exercises.get("05.hoist")
-    exercise.check(exercise.solution)  # cold: builds (or loads) the program
+@pytest.mark.parametrize("exercise", TRACK, ids=lambda e: e.id)
+def test_a_cached_check_is_fast(exercise):
+    exercise.check(exercise.solution)  # builds (or loads) every program the check needs
     start = time.perf_counter()
     assert exercise.check(exercise.solution).passed
-    assert time.perf_counter() - start < 2.0
+    assert time.perf_counter() - start < 2.0, f"{exercise.id}: a cached check took {time.perf_counter() - start:.1f} s"

@@ -29,13 +29,12 @@ from .grading import Exercise, Grade, Verdict
 
 __all__ = ["catalog", "get", "check", "solution", "solution_button", "Exercise", "Grade", "Verdict"]
 
-_NOT_YET_MOVED = ("helpers.exercises.track2", "helpers.exercises.lesson11", "helpers.exercises.interview_tasks")  # lessons still filed by kind
 
 
 def _load() -> dict[str, Exercise]:
     from .. import course
 
-    return course.by_id("EXERCISES", _NOT_YET_MOVED)
+    return course.by_id("EXERCISES")
 
 
 def catalog() -> list[Exercise]:

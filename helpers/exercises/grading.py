@@ -24,11 +24,13 @@ from torch import nn
 from torch.export import Dim
 
 from ..artifact import PteArtifact
+from ..contract import InputContractError
 from ..display import error_excerpt, fmt
 from ..parity import Probe, check_one, format_diff
 
 __all__ = ["Exercise", "Grade", "Verdict", "as_model", "lowered", "parity", "starter_cell", "solution_cell", "SOURCES",
-           "base_context", "sided_probes", "has_control_flow"]
+           "base_context", "sided_probes", "has_control_flow", "function_answer",
+           "dynamic_shapes_answer", "refused_on_host", "host_run"]
 
 SOURCES = Path(__file__).resolve().parent.parent.parent / "notebooks" / "src"
 
@@ -191,6 +193,8 @@ def solution_cell(solve: Callable[[], Any]) -> str:
     if not cell[index].lstrip().startswith("return "):
         raise TypeError(f"{solve.__qualname__}: its last statement must start its line with `return`")
     cell[index] = cell[index].replace("return ", "answer = ", 1)
+    shift = len("answer = ") - len("return ")  # a return over several lines keeps its continuation lines aligned
+    cell[index + 1:] = [" " * shift + line if line.strip() else line for line in cell[index + 1:]]
     return "\n".join(cell) + "\n"
 
 
@@ -343,3 +347,39 @@ def sided_probes(score: Callable[[torch.Tensor], float], shape: tuple[int, ...],
 def has_control_flow(artifact: Any, method: str = "forward") -> bool:
     """Whether a lowered program keeps a ``torch.cond`` (or another control-flow operator)."""
     return any(r["op"] in ("cond", "while_loop") or r["region"] != "main" for r in artifact.delegation(method).rows)
+
+
+# ----- answers that are not models -----------------------------------------------------------------
+def function_answer(answer: Any, what: str) -> Verdict:
+    """Is ``answer`` a function (not a module, not its result)? ``what`` is the function's name in the lesson."""
+    if callable(answer) and not isinstance(answer, nn.Module):
+        return Verdict(f"{what} is a function", True)
+    return Verdict(f"{what} is a function", False, f"the answer is a {type(answer).__name__}",
+                   f"assign the function itself: `answer = {what}` (no parentheses)")
+
+
+def dynamic_shapes_answer(answer: Any, example_names: tuple[str, ...]) -> Verdict:
+    """Is ``answer`` a ``dynamic_shapes`` dict keyed by forward()'s argument names (``example_names``)?"""
+    criterion = "a dynamic_shapes dict"
+    if not isinstance(answer, dict):
+        return Verdict(criterion, False, f"the answer is a {type(answer).__name__}",
+                       "assign a dict like {'x': {1: Dim(...)}}: forward()'s argument name → {axis: Dim}")
+    unknown = sorted(set(answer) - set(example_names))
+    if unknown:
+        return Verdict(criterion, False, f"it names {unknown}, but forward() takes {list(example_names)}",
+                       "key the dict by forward()'s argument names")
+    return Verdict(criterion, True)
+
+
+def refused_on_host(art: Any, args: tuple[Any, ...]) -> tuple[bool, str]:
+    """Does ``art.run`` (the host contract check) refuse ``args`` before the runtime? (and its words)."""
+    try:
+        art.input_contract().check(args)
+    except InputContractError as exc:
+        return True, exc.violations[0].describe()
+    return False, ""
+
+
+def host_run(art: Any) -> Callable[[Probe], tuple[Any, ...]]:
+    """What the app does: check the contract on the host (``art.run``), then run the runtime."""
+    return lambda probe: art.run(*probe.args)

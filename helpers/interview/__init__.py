@@ -1,5 +1,5 @@
 """Interview questions, model answers and rubrics: one source for the lessons, the mock interview
-(``notebooks/12_mock_interview``) and the printable answer cards (``make cards``).
+(the last lesson) and the printable answer cards (``make cards``).
 
 A :class:`Card` holds a question, a 30-second model answer, the three points an interviewer listens
 for, its topic and kind, and the lesson to revisit. Lessons end with :func:`ask` (the question, with
@@ -17,7 +17,6 @@ from typing import Any
 __all__ = ["Card", "KINDS", "cards", "card", "ask", "draw", "topics", "cards_html"]
 
 KINDS = ("conceptual", "constraints", "trade-off", "diagnosis")
-_NOT_YET_MOVED = ("helpers.interview.track2", "helpers.interview.lesson11")  # lessons still filed by kind
 
 
 @dataclass(frozen=True)
@@ -42,7 +41,7 @@ class Card:
 def _load() -> dict[str, Card]:
     from .. import course
 
-    return course.by_id("CARDS", _NOT_YET_MOVED)
+    return course.by_id("CARDS")
 
 
 def cards(lesson: str | None = None) -> list[Card]:

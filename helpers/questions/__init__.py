@@ -23,9 +23,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Question", "catalog", "get", "ask", "reveal"]
+__all__ = ["Question", "STATUS_OPTIONS", "catalog", "get", "ask", "reveal"]
 
-_NOT_YET_MOVED = ("helpers.questions.track2", "helpers.questions.lesson11")  # lessons still filed by kind
+STATUS_OPTIONS = ("match", "diverge", "rejected")  # what the device does with an input, compared with eager
+
 
 
 @dataclass
@@ -52,7 +53,7 @@ class Question:
 def _load() -> dict[str, Question]:
     from .. import course
 
-    return course.by_id("QUESTIONS", _NOT_YET_MOVED)
+    return course.by_id("QUESTIONS")
 
 
 def catalog() -> list[Question]:

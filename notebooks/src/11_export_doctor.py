@@ -323,8 +323,9 @@ print(doctor.to_text(gru_report).split("next steps:")[0].strip())
 # to call. This is the app's loop (the check uses it):
 
 # %%
-from helpers.exercises.lesson11 import stream
+from helpers import course
 
+stream = course.lesson(11).stream  # this lesson's own code: helpers/lessons/11_export_doctor.py
 show_source(stream)
 
 # %% [markdown]

@@ -28,17 +28,10 @@ WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 INTERACTIONS_PER_LESSON = 14
 
 
-def lessons(first: int = 0, last: int = 99) -> list[str]:
-    """Every lesson numbered ``first``..``last``."""
-    return [p.name for p in sorted((ROOT / "notebooks").glob("*.ipynb")) if first <= int(p.name[:2]) <= last]
-
-
-def widget_notebooks(first: int = 0, last: int = 99) -> list[str]:
-    """The lessons numbered ``first``..``last`` whose stored outputs include a widget."""
+def widget_notebooks() -> list[str]:
+    """The lessons whose stored outputs include a widget, in lesson order."""
     names = []
     for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
-        if not first <= int(path.name[:2]) <= last:
-            continue
         nb = json.loads(path.read_text())
         if any(WIDGET_MIME in out.get("data", {}) for cell in nb["cells"] for out in cell.get("outputs", [])):
             names.append(path.name)
@@ -63,11 +56,7 @@ def assert_nothing_revealed(lesson: LessonPage, name: str) -> None:
 
 
 def _wrong_answers() -> dict:
-    merged: dict = {}
-    for module in ("test_exercises_lessons", "test_exercises_track2", "test_exercises_lesson11", "test_exercises_interview"):
-        if (ROOT / "tests" / f"{module}.py").exists():
-            merged.update(importlib.import_module(module).WRONG)
-    return merged
+    return importlib.import_module("test_exercises_lessons").WRONG
 
 
 def practise_exercises(lesson: LessonPage, name: str) -> int:

@@ -1,4 +1,4 @@
-"""The mock interview's live tasks (``notebooks/12_mock_interview``): lesson patterns in models with other names.
+"""Lesson 12 · mock interview. Its live tasks: lesson patterns in models with other names.
 
 Three reports an on-device team really files, each graded like a lesson exercise (the real pipeline,
 against the original model's eager outputs):
@@ -21,11 +21,16 @@ import torch.nn.functional as F
 from torch import nn
 from torch.export import Dim
 
-from ..models import seeded
-from ..parity import Probe
-from .grading import Exercise, Verdict, as_model, lowered, parity
-
-__all__ = ["EXERCISES", "FrameNormalizer", "BatchStatsClassifier", "GlyphNet", "CAMERA_FRAMES", "glyph_program"]
+from helpers.exercises.grading import (
+    Exercise,
+    Verdict,
+    as_model,
+    lowered,
+    parity,
+)
+from helpers.lowering import lower
+from helpers.models import seeded
+from helpers.parity import Probe
 
 LESSON = "12_mock_interview"
 
@@ -82,19 +87,19 @@ def _grade_wont_export(answer: Any) -> list[Verdict]:
     return verdicts
 
 
-_WONT_EXPORT_SOLUTION = '''
-class FrameNormalizerForExport(FrameNormalizer):
-    def forward(self, x):
-        # The NaN assertion is a debug check: the app validates microphone frames itself (incidental: deleted).
-        h = self.enc(x)
-        peak = h.abs().max()
-        # The loudness branch is what the model computes (semantic) and elementwise: torch.where keeps both sides.
-        h = torch.where(peak > 1.0, h / peak, h)
-        return self.dec(h)
+def solve_wont_export() -> Any:
+    """The solution of 12.wont_export."""
+    class FrameNormalizerForExport(FrameNormalizer):
+        def forward(self, x):
+            # The NaN assertion is a debug check: the app validates microphone frames itself (incidental: deleted).
+            h = self.enc(x)
+            peak = h.abs().max()
+            # The loudness branch is what the model computes (semantic) and elementwise: torch.where keeps both sides.
+            h = torch.where(peak > 1.0, h / peak, h)
+            return self.dec(h)
 
 
-answer = FrameNormalizerForExport()
-'''
+    return FrameNormalizerForExport()
 
 
 # ----- 12.phone_disagrees --------------------------------------------------------------------------
@@ -123,13 +128,12 @@ def _samples(n: int, seed: int) -> torch.Tensor:
 
 def shipped_batch_program():
     """What the team shipped: one program, batch ∈ [1, 8], exported with a batch of 8."""
-    from ..lowering import lower
 
     return lower(BatchStatsClassifier(), (_samples(8, 0),), dynamic_shapes={"x": {0: Dim("batch", min=1, max=8)}})
 
 
 def _grade_phone_disagrees(answer: Any) -> list[Verdict]:
-    from ..lowering import lower_methods
+    from helpers.lowering import lower_methods
 
     criterion = "a (methods, pick) pair: {name: (model, example_args, dynamic_shapes)} and pick(x) -> method name"
     if not (isinstance(answer, tuple) and len(answer) == 2 and isinstance(answer[0], dict) and callable(answer[1])):
@@ -150,8 +154,8 @@ def _grade_phone_disagrees(answer: Any) -> list[Verdict]:
     try:
         art = lower_methods(specs)
     except Exception as exc:  # noqa: BLE001 - the learner's methods may not export
-        from ..diagnose import diagnose_exception
-        from ..lowering import stage_of
+        from helpers.diagnose import diagnose_exception
+        from helpers.lowering import stage_of
 
         stage = stage_of(exc)
         if stage is None:
@@ -178,23 +182,23 @@ def _grade_phone_disagrees(answer: Any) -> list[Verdict]:
     return verdicts
 
 
-_PHONE_DISAGREES_SOLUTION = '''
-# The branch is decided while tracing: a dynamic batch is assumed to be >= 2, so the standardising path is
-# baked in, and the phone's batch of one gets standardised (std of one sample: NaN). Give the phone its own
-# static batch-1 method, keep the dynamic method for 2..8, and let the app pick.
-model = BatchStatsClassifier()
-methods = {
-    "single": (model, (torch.randn(1, 6),)),
-    "batch": (model, (torch.randn(8, 6),), {"x": {0: Dim("batch", min=2, max=8)}}),
-}
+def solve_phone_disagrees() -> Any:
+    """The solution of 12.phone_disagrees."""
+    # The branch is decided while tracing: a dynamic batch is assumed to be >= 2, so the standardising path is
+    # baked in, and the phone's batch of one gets standardised (std of one sample: NaN). Give the phone its own
+    # static batch-1 method, keep the dynamic method for 2..8, and let the app pick.
+    model = BatchStatsClassifier()
+    methods = {
+        "single": (model, (torch.randn(1, 6),)),
+        "batch": (model, (torch.randn(8, 6),), {"x": {0: Dim("batch", min=2, max=8)}}),
+    }
 
 
-def pick(x):
-    return "single" if x.shape[0] == 1 else "batch"
+    def pick(x):
+        return "single" if x.shape[0] == 1 else "batch"
 
 
-answer = (methods, pick)
-'''
+    return (methods, pick)
 
 
 # ----- 12.camera_rejected ----------------------------------------------------------------------------
@@ -225,7 +229,6 @@ CAMERA_FRAMES = ((120, 160), (90, 160), (160, 120), (100, 100), (48, 64))
 
 def glyph_program():
     """The shipped program: GlyphNet at 1×3×96×96, static."""
-    from ..lowering import lower
 
     return lower(GlyphNet(), (torch.rand(1, 3, GLYPH_SIZE, GLYPH_SIZE, generator=torch.Generator().manual_seed(0)),))
 
@@ -259,7 +262,7 @@ def _grade_camera_rejected(answer: Any) -> list[Verdict]:
                 x = prepare(frame.clone())
             (out,) = art.run_raw(x.contiguous())
         except Exception as exc:  # noqa: BLE001 - the learner's host step, or the runtime refusing it
-            from ..display import error_excerpt
+            from helpers.display import error_excerpt
 
             return verdicts + [Verdict("every camera frame reaches the program", False,
                                        f"the {h}×{w} frame: {error_excerpt(exc, 1)}",
@@ -291,19 +294,19 @@ def _grade_camera_rejected(answer: Any) -> list[Verdict]:
     return verdicts
 
 
-_CAMERA_REJECTED_SOLUTION = '''
-def prepare(frame):
-    """Letterbox on the host: fit the longer side to 96, keep the aspect ratio, pad the rest with zeros."""
-    _, _, h, w = frame.shape
-    scale = 96 / max(h, w)
-    new_h, new_w = max(1, round(h * scale)), max(1, round(w * scale))
-    resized = F.interpolate(frame, size=(new_h, new_w), mode="bilinear", align_corners=False)
-    top, left = (96 - new_h) // 2, (96 - new_w) // 2
-    return F.pad(resized, (left, 96 - new_w - left, top, 96 - new_h - top))
+def solve_camera_rejected() -> Any:
+    """The solution of 12.camera_rejected."""
+    def prepare(frame):
+        """Letterbox on the host: fit the longer side to 96, keep the aspect ratio, pad the rest with zeros."""
+        _, _, h, w = frame.shape
+        scale = 96 / max(h, w)
+        new_h, new_w = max(1, round(h * scale)), max(1, round(w * scale))
+        resized = F.interpolate(frame, size=(new_h, new_w), mode="bilinear", align_corners=False)
+        top, left = (96 - new_h) // 2, (96 - new_w) // 2
+        return F.pad(resized, (left, 96 - new_w - left, top, 96 - new_h - top))
 
 
-answer = prepare
-'''
+    return prepare
 
 
 def _context() -> dict[str, Any]:
@@ -316,20 +319,20 @@ EXERCISES = [
         id="12.wont_export", lesson=LESSON, title="“this model won't export”: make FrameNormalizer export, unchanged",
         goal=("Make FrameNormalizer export and lower, while the .pte computes what the original computes on every "
               "kind of frame (quiet and loud)."),
-        grade=_grade_wont_export, solution_code=_WONT_EXPORT_SOLUTION, context=_context,
+        grade=_grade_wont_export, solve=solve_wont_export, context=_context,
         revisit=("02_loud_failures", "04_torch_where")),
     Exercise(
         id="12.phone_disagrees", lesson=LESSON,
         title="“the .pte disagrees with eager on the phone”: ship what the phone calls",
         goal=("The shipped program (one method, batch ∈ [1, 8], exported at batch 8) is wrong for the phone's single "
               "samples. Give the app methods and a pick() so every batch from 1 to 8 gets the original's answer."),
-        grade=_grade_phone_disagrees, solution_code=_PHONE_DISAGREES_SOLUTION, context=_context, kind="methods",
+        grade=_grade_phone_disagrees, solve=solve_phone_disagrees, context=_context, kind="methods",
         revisit=("07_dynamic_dims", "05_hoisting")),
     Exercise(
         id="12.camera_rejected", lesson=LESSON,
         title="“the runtime rejects our camera frames”: a host step that fits every camera",
         goal=("Write prepare(frame) so that every camera resolution runs on the shipped 96×96 program, keeping the "
               "whole frame and its aspect ratio."),
-        grade=_grade_camera_rejected, solution_code=_CAMERA_REJECTED_SOLUTION, context=_context, kind="function",
+        grade=_grade_camera_rejected, solve=solve_camera_rejected, context=_context, kind="function",
         revisit=("06_static_shapes", "09_normalize_or_bucket")),
 ]

@@ -1,0 +1,162 @@
+"""Lesson 08 · what dynamic costs: its predictions, its exercises and its interview cards."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch.export import Dim
+
+from helpers import models as M
+from helpers.exercises.grading import (
+    Exercise,
+    Verdict,
+    base_context,
+    dynamic_shapes_answer,
+    host_run,
+    lowered,
+    parity,
+)
+from helpers.interview import Card
+from helpers.lessons.shapes import TinySegmenter
+from helpers.lowering import lower
+from helpers.parity import Probe
+from helpers.questions import Question
+
+LESSON = "08_cost_of_dynamic"
+
+
+# ----- predictions ----------------------------------------------------------------------------------
+def _segmenter(max_side: int | None):
+    from helpers.lessons import shapes
+
+    return shapes.segmenter_program(max_side=max_side)[1]
+
+
+def _segmenter_delegation() -> tuple[str, str]:
+    from helpers.lessons.shapes import declined_reasons
+
+    art = _segmenter(128)
+    d = art.delegation()
+    total = d.delegated_nodes + d.portable_nodes
+    if d.portable_nodes == 0:
+        answer = "all of it"
+    elif d.delegated_nodes * 2 < total:
+        answer = "less than half"
+    elif len(d.portable_ops()) == 1:
+        answer = "all but one operator"
+    else:
+        answer = "most, but several operators"
+    why = "; ".join(f"{op}: {', '.join(words)}" for op, words in declined_reasons(art).items())
+    return answer, (f"{d.summary()}. Left on portable kernels — {why} (XNNPACK's own words). The model still runs, "
+                    "split into two delegate calls with a portable kernel between them.")
+
+
+def _classifier_portable() -> tuple[str, str]:
+    from helpers.lessons import shapes
+
+    hw = {"x": {2: Dim("height", min=32, max=128), 3: Dim("width", min=32, max=128)}}
+    art = lower(M.TinyVision(), (shapes.camera_frame(64, 64),), dynamic_shapes=hw)
+    d = art.delegation()
+    answer = "all" if d.delegated_nodes == 0 else str(d.portable_nodes) if d.portable_nodes < 3 else "3 or more"
+    return answer, (f"{d.summary()}: convolutions, relu, a mean over height and width and a linear head all have "
+                    "XNNPACK rules that hold for symbolic sizes. Whether dynamic costs delegation depends on the "
+                    "operators: look, per model.")
+
+
+def _raise_max() -> tuple[str, str]:
+    small, big = _segmenter(128), _segmenter(256)
+    d1, d2 = small.delegation(), big.delegation()
+    same = (d1.delegated_nodes, d1.portable_nodes) == (d2.delegated_nodes, d2.portable_nodes)
+    grew = big.planned_memory_bytes() > small.planned_memory_bytes()
+    answer = {(True, True): "only the arena", (False, False): "only delegation", (False, True): "both",
+              (True, False): "neither"}[(same, grew)]
+    return answer, (f"Delegation: {d1.delegated_nodes} → {d2.delegated_nodes} nodes delegated (the partitioner "
+                    f"declines by kind of size, symbolic or not, not by how large it may get). Arena: "
+                    f"{small.planned_memory_bytes():,} → {big.planned_memory_bytes():,} bytes (planned for the max).")
+
+
+QUESTIONS = [
+    Question("08.segmenter_delegation", "08_cost_of_dynamic",
+             "TinySegmenter exported with height and width dynamic (32..128). The static export is 100% on XNNPACK. "
+             "How much of the dynamic program's graph stays on XNNPACK?",
+             ("all of it", "all but one operator", "most, but several operators", "less than half"),
+             _segmenter_delegation),
+    Question("08.classifier_portable", "08_cost_of_dynamic",
+             "TinyVision (lesson 06's classifier) exported with the same dynamic height and width. How many of its "
+             "graph nodes run on portable kernels?", ("0", "1", "2", "3 or more", "all"), _classifier_portable),
+    Question("08.raise_max", "08_cost_of_dynamic",
+             "Raise the dynamic segmenter's max from 128 to 256 (height and width). What changes?",
+             ("only the arena", "only delegation", "both", "neither"), _raise_max),
+]
+
+
+# ----- exercises ------------------------------------------------------------------------------------
+ARENA_BUDGET = 400 * 1024  # bytes the app can give this model's memory plan
+FLEET = ((48, 64), (64, 64), (96, 96))  # the frames the fleet's cameras deliver
+
+
+def _grade_arena_budget(answer: Any) -> list[Verdict]:
+    from helpers.lessons import shapes
+
+    verdicts = [dynamic_shapes_answer(answer, ("x",))]
+    if not verdicts[0].passed:
+        return verdicts
+    reference = shapes.TinySegmenter()
+    art, verdict = lowered(reference, (shapes.camera_frame(64, 64),), answer, hint=(
+        "height is axis 2 and width axis 3 of x (1, 3, H, W); the 64×64 example must be inside every range"))
+    verdicts.append(verdict)
+    if art is None:
+        return verdicts
+    probes = [Probe(f"the fleet's {h}×{w} frame" + ("" if seed == 0 else f" (seed {seed})"),
+                    (shapes.camera_frame(h, w, seed=seed),)) for h, w in FLEET for seed in (0, 1)]
+    verdicts.append(parity(reference, art, probes, run=host_run(art),
+                           criterion="every frame of the fleet passes the host check, runs and matches eager", hint=(
+                               "each camera size must be inside the contract: the largest frame sets the max")))
+    if not verdicts[-1].passed:
+        return verdicts
+    arena = art.planned_memory_bytes()
+    verdicts.append(Verdict(
+        f"the memory plan fits the budget of {ARENA_BUDGET:,} bytes", arena <= ARENA_BUDGET,
+        f"the arena is {arena:,} bytes" + ("" if arena <= ARENA_BUDGET else f", {arena - ARENA_BUDGET:,} over"),
+        "the arena is planned for the largest frame the contract allows (it grows with height × width): give each "
+        "Dim the largest size the fleet really sends"))
+    return verdicts
+
+
+def solve_arena_budget() -> Any:
+    """The solution of 08.arena_budget."""
+    # The arena is planned for the max of each Dim: make it the largest frame the fleet sends (96×96), not more.
+    height = Dim("height", min=32, max=96)
+    width = Dim("width", min=32, max=96)
+    return {"x": {2: height, 3: width}}
+
+
+EXERCISES = [
+    Exercise(
+        id="08.arena_budget", lesson=LESSON,
+        title="a dynamic segmenter for the whole fleet, within the arena budget",
+        goal=(f"Write the dynamic_shapes for TinySegmenter (example: a 64×64 frame) so that the fleet's frames "
+              f"({', '.join(f'{h}×{w}' for h, w in FLEET)}) pass the host check, run and match eager, and the memory "
+              f"plan's arena is at most {ARENA_BUDGET:,} bytes."),
+        grade=_grade_arena_budget, solve=solve_arena_budget,
+        context=lambda: {**base_context(), "TinySegmenter": TinySegmenter}, kind="dynamic_shapes"),
+]
+
+CARDS = [
+    Card(
+        id="08.cost_of_dynamic", lesson=LESSON, topic="the cost of dynamic shapes",
+        kind="conceptual",
+        question=("What does making a dimension dynamic cost on the device?"),
+        answer=("Three things. Export may add guards on the dynamic size, which I answer with a bounded or "
+                "derived Dim or host-side arithmetic. The partitioner may decline operators it cannot prove for "
+                "symbolic sizes, like a bilinear upsample with a dynamic output size; they fall back to portable "
+                "kernels silently, so I read the delegation report and its reasons. And the arena is planned for "
+                "the max and held for every input. The shape itself costs little per call: the runtime resizes the "
+                "input, and XNNPACK propagates shapes through its graph before every run, static or not. So I compare "
+                "delegation and arena with the static export, "
+                "measure latency over repeated runs, and often normalize on the host or use buckets instead."),
+        points=("guards on dynamic dimensions (bounded or derived Dim, or host-side arithmetic)",
+                "reduced delegation: the partitioner declines ops with symbolic sizes; silent unless you measure",
+                "the arena is planned for the max and held for every input",
+                "measure delegation, arena and latency against the static export; consider host normalization or buckets")),
+]
