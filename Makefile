@@ -53,6 +53,7 @@ browser: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check helpers tests benchmarks tools notebooks conftest.py
+	$(BIN)/mypy
 
 sync-check: $(STAMP)
 	$(BIN)/python tools/notebooks.py check

@@ -21,6 +21,8 @@ import torch
 from ._quiet import captured_output, runtime_log_lines
 from ._runtime import load_program
 from .contract import InputContract
+from .operators import CONTROL_FLOW, SIZE_OPS
+from .records import MethodRecord, ProgramRecord
 
 __all__ = ["PteArtifact", "DelegationReport", "RuntimeRejectedError", "HostRefusedError"]
 
@@ -60,15 +62,6 @@ def _short_error(error: str) -> str:
 
 
 # ----- delegation ---------------------------------------------------------------------------------
-_BOOKKEEPING = {"alloc", "getitem", "Total"}
-# Control flow is emitted as jump instructions around the branches' own nodes (the ExecuTorch emitter
-# inlines both branches), not as a kernel: it is neither delegated nor a portable operator.
-_CONTROL_FLOW_OPS = {"cond", "while_loop", "map_impl", "scan"}
-# Arithmetic on symbolic sizes (a dynamic program reads a size, adds, multiplies): the runtime runs these
-# as prim ops on integers. They are not operators a delegate could take, so they are not counted as nodes.
-_SIZE_OPS = {"sym_size", "sym_numel", "sym_stride", "sym_storage_offset", "add", "sub", "mul", "floordiv",
-             "truediv", "mod", "neg", "eq", "ne", "lt", "le", "gt", "ge", "sym_max", "sym_min", "sym_float",
-             "sym_not"}
 
 
 @dataclass
@@ -198,7 +191,7 @@ _LIVE_PROGRAMS: list[Any] = []
 class PteArtifact:
     """A ``.pte`` program loaded in the ExecuTorch runtime, plus its recorded metadata."""
 
-    def __init__(self, pte: bytes, meta: dict[str, Any]):
+    def __init__(self, pte: bytes, meta: ProgramRecord):
         self._pte = bytes(pte)
         self._meta = meta
         with captured_output():  # the runtime's first start prints CPU-probing chatter
@@ -211,7 +204,7 @@ class PteArtifact:
     @property
     def methods(self) -> tuple[str, ...]:
         """The method names in the program, in the order they were given."""
-        return tuple(self._meta.get("method_order") or self._meta["methods"])
+        return tuple(self._meta["method_order"])
 
     @property
     def backend(self) -> str:
@@ -237,25 +230,17 @@ class PteArtifact:
         """What the lowering had to do differently (e.g. control flow left to portable kernels)."""
         return [n for d in self._meta["methods"].values() for n in d["notes"]]
 
-    def _info(self, method: str) -> dict[str, Any]:
+    def _info(self, method: str) -> MethodRecord:
         if method not in self._meta["methods"]:
             raise KeyError(f"no method '{method}' in this program; it has: {', '.join(self.methods)}")
         return self._meta["methods"][method]
-
-    def _serialized(self, method: str) -> dict[str, Any]:
-        recorded = self._info(method).get("serialized")
-        if not recorded:  # an entry written before this was recorded: read the bytes (imports the compiler)
-            from .serialized import read_methods
-
-            recorded = read_methods(self._pte)[method]
-        return recorded
 
     def instructions(self, method: str = "forward") -> list[tuple[str, str]]:
         """``method``'s instructions in the order the runtime walks them, ``(kind, detail)`` each
         (``KernelCall`` and its operator, ``DelegateCall``, ``JumpFalseCall`` and its target, ``MoveCall``).
 
         Read from the serialized ``.pte`` when it was built (:mod:`helpers.serialized`)."""
-        return [(kind, detail) for kind, detail in self._serialized(method)["instructions"]]
+        return [(kind, detail) for kind, detail in self._info(method)["serialized"]["instructions"]]
 
     def memory_plan(self, method: str = "forward") -> list[dict[str, Any]]:
         """Every memory-planned tensor of ``method``: its number (``#``, from 1), what produced it, its
@@ -264,7 +249,7 @@ class PteArtifact:
         Read from the serialized ``.pte`` when it was built (:mod:`helpers.serialized`)."""
         columns = ("#", "made by", "value", "shape", "bytes", "arena", "offset")  # the cache stores keys sorted
         return [{c: tuple(row[c]) if c == "shape" else row[c] for c in columns}
-                for row in self._serialized(method)["memory_plan"]]
+                for row in self._info(method)["serialized"]["memory_plan"]]
 
     def input_contract(self, method: str = "forward") -> InputContract:
         """The inputs ``method`` accepts: dtypes, static sizes, named ``Dim`` ranges and ties."""
@@ -275,14 +260,14 @@ class PteArtifact:
         """Delegated vs portable nodes per operator (from ``get_delegation_info``)."""
         info = self._info(method)
         every = info["delegation"]
-        rows = [dict(r) for r in every if r["op"] not in _CONTROL_FLOW_OPS and r["op"] not in _SIZE_OPS]
+        rows = [dict(r) for r in every if r["op"] not in CONTROL_FLOW and r["op"] not in SIZE_OPS]
         return DelegationReport(method=method, backend=self.backend, rows=rows,
                                 delegated_subgraphs=info["delegated_subgraphs"], notes=list(info["notes"]),
-                                declined=[dict(d) for d in info.get("declined", [])],
+                                declined=[dict(d) for d in info["declined"]],
                                 control_flow=sum(r["delegated"] + r["portable"] for r in every
-                                                 if r["op"] in _CONTROL_FLOW_OPS),
-                                size_ops=sum(r["delegated"] + r["portable"] for r in every if r["op"] in _SIZE_OPS),
-                                rules=list(info.get("xnnpack_rules", [])))
+                                                 if r["op"] in CONTROL_FLOW),
+                                size_ops=sum(r["delegated"] + r["portable"] for r in every if r["op"] in SIZE_OPS),
+                                rules=list(info["xnnpack_rules"]))
 
     def planned_memory_bytes(self, method: str = "forward") -> int:
         """Bytes of the memory plan's arena for activations and inputs/outputs (excludes weights and

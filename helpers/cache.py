@@ -34,16 +34,18 @@ import tempfile
 from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
+
+from .records import ProgramRecord
 
 __all__ = ["cache_dir", "program_key", "dynamic_shapes_repr", "load_entry", "store_entry", "build_lock", "clear_cache"]
 
 FORMAT_VERSION = "6"
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 # The library code that writes what an entry records beside the program (contract, delegation, notes).
-_RECORDING_CODE = ("lowering.py", "contract.py", "cache.py", "serialized.py")
+_RECORDING_CODE = ("lowering.py", "contract.py", "cache.py", "serialized.py", "records.py", "operators.py")
 
 
 def cache_dir() -> Path:
@@ -176,7 +178,7 @@ def _atomic_write(path: Path, data: bytes) -> None:
         raise
 
 
-def store_entry(key: str, pte: bytes, meta: dict[str, Any]) -> None:
+def store_entry(key: str, pte: bytes, meta: ProgramRecord) -> None:
     """Write one entry: the program first, then its description (whose presence marks it complete)."""
     root = cache_dir()
     record = {**meta, "pte_size": len(pte), "pte_sha256": hashlib.sha256(pte).hexdigest()}
@@ -184,7 +186,7 @@ def store_entry(key: str, pte: bytes, meta: dict[str, Any]) -> None:
     _atomic_write(root / f"{key}.json", json.dumps(record, sort_keys=True).encode())
 
 
-def load_entry(key: str) -> tuple[bytes, dict[str, Any]] | None:
+def load_entry(key: str) -> tuple[bytes, ProgramRecord] | None:
     """Return ``(pte, meta)`` for a complete, intact entry; delete and return None otherwise."""
     root = cache_dir()
     pte_path, meta_path = root / f"{key}.pte", root / f"{key}.json"
@@ -200,7 +202,7 @@ def load_entry(key: str) -> tuple[bytes, dict[str, Any]] | None:
         pte_path.unlink(missing_ok=True)
         meta_path.unlink(missing_ok=True)
         return None
-    return pte, meta
+    return pte, cast(ProgramRecord, meta)  # written by store_entry, by the code this key names
 
 
 @contextlib.contextmanager

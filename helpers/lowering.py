@@ -36,6 +36,8 @@ from ._quiet import captured_output, import_executorch_quietly, runtime_log_line
 from ._runtime import load_program
 from .artifact import _LIVE_PROGRAMS, PteArtifact, RuntimeRejectedError
 from .contract import contract_from_export, forward_parameter_names
+from .operators import BOOKKEEPING, CONTROL_FLOW
+from .records import ProgramRecord
 
 __all__ = ["lower", "lower_methods", "export_methods", "lower_exported", "stage_of", "BACKENDS", "STAGES"]
 
@@ -43,7 +45,6 @@ STAGES = ("export", "lower", "load")
 _STAGE_ATTRIBUTE = "_exportlab_stage"
 
 BACKENDS = ("xnnpack", "portable")
-_CONTROL_FLOW = ("cond", "while_loop", "map_impl", "scan")
 _MEMORY: dict[str, PteArtifact] = {}
 _progress_enabled: bool | None = None
 
@@ -184,20 +185,20 @@ def _delegation_rows(gm: torch.fx.GraphModule, region: str, rows: list[dict[str,
 
     info = get_delegation_info(gm)
     for op, counts in sorted(info.delegation_by_operator.items(), key=lambda item: item[0]):
-        if op in {"alloc", "getitem"}:
+        if op in BOOKKEEPING:
             continue
         rows.append({"region": region, "op": str(op), "delegated": int(counts.delegated),
                      "portable": int(counts.non_delegated)})
     subgraphs = int(info.num_delegated_subgraphs)
     for node in gm.graph.nodes:
-        if node.op == "call_function" and getattr(node.target, "__name__", "") in _CONTROL_FLOW:
+        if node.op == "call_function" and getattr(node.target, "__name__", "") in CONTROL_FLOW:
             index = counter[0]
             counter[0] += 1
             kind = node.target.__name__
             branch_names = ("true branch", "false branch") if kind == "cond" else ("body", "body 2")
             branches = [a for a in node.args if isinstance(a, torch.fx.Node) and a.op == "get_attr"]
             for label, arg in zip(branch_names, branches):
-                sub = getattr(gm, arg.target)
+                sub = getattr(gm, str(arg.target))
                 subgraphs += _delegation_rows(sub, f"{kind}#{index} {label}", rows, counter)
     return subgraphs
 
@@ -212,7 +213,7 @@ def _user_output_positions(edge_program) -> tuple[list[int], int]:
 
 def _control_flow_nodes(ep: torch.export.ExportedProgram) -> int:
     return sum(1 for n in ep.graph.nodes
-               if n.op == "call_function" and getattr(n.target, "__name__", "") in _CONTROL_FLOW)
+               if n.op == "call_function" and getattr(n.target, "__name__", "") in CONTROL_FLOW)
 
 
 def _graph_text(ep: torch.export.ExportedProgram) -> str:
@@ -290,7 +291,7 @@ def _described(methods: dict[str, tuple[torch.nn.Module, tuple[Any, ...], Any]])
 
 def _build(methods: dict[str, tuple[torch.nn.Module, tuple[Any, ...], Any]],
            exported: dict[str, torch.export.ExportedProgram], backend: str,
-           key: str, progress: _Progress) -> tuple[bytes, dict[str, Any]]:
+           key: str, progress: _Progress) -> tuple[bytes, ProgramRecord]:
     import_executorch_quietly()
     from executorch.exir import to_edge_transform_and_lower
 
@@ -307,7 +308,7 @@ def _build(methods: dict[str, tuple[torch.nn.Module, tuple[Any, ...], Any]],
     with _stage("load"), captured_output():
         loaded = load_program(pte)
     _LIVE_PROGRAMS.append(loaded)  # never freed: see artifact._LIVE_PROGRAMS
-    meta: dict[str, Any] = {"key": key, "backend": backend, "methods": {}, "method_order": list(methods)}
+    meta: ProgramRecord = {"key": key, "backend": backend, "methods": {}, "method_order": list(methods)}
     for name, (model, args, dynamic) in methods.items():
         ep = exported[name]
         with captured_output() as log:
@@ -341,7 +342,7 @@ def _build(methods: dict[str, tuple[torch.nn.Module, tuple[Any, ...], Any]],
             "user_outputs": user_outputs, "runtime_outputs": runtime_outputs,
             "declined": _declined_for(name, reasons, edge_ep) if backend == "xnnpack" else [],
             "xnnpack_rules": _xnnpack_rules() if backend == "xnnpack" else [],
-            "serialized": read_back.get(name, {}),
+            "serialized": read_back[name],
         }
     return pte, meta
 

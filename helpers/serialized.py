@@ -82,7 +82,7 @@ def _memory_plan(plan: Any) -> list[dict[str, Any]]:
             elif type(call).__name__ == "DelegateCall":  # its arguments not produced before are its outputs
                 for arg in call.args:
                     producers.setdefault(int(arg), "delegate")
-    rows = []
+    rows: list[dict[str, Any]] = []
     for index, value in enumerate(plan.values):
         tensor = value.val
         info = getattr(tensor, "allocation_info", None)

@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
+
+import torch
 
 from .artifact import PteArtifact
 
-__all__ = ["median_latency_ms", "latency_rounds", "ratio_sentence"]
+__all__ = ["median_latency_ms", "latency_rounds", "ratio_sentence", "Spread", "latency_spread", "compare_speed"]
 
 
 def median_latency_ms(artifact: PteArtifact, args: tuple[Any, ...], method: str = "forward",
@@ -55,3 +59,37 @@ def ratio_sentence(what: str, slower: list[float], faster: list[float], *, margi
     else:
         verdict = "no consistent difference (the rounds disagree, or differ by less than 5%)"
     return f"{what}: {spread} over {len(ratios)} rounds — {verdict}"
+
+
+@dataclass(frozen=True)
+class Spread:
+    """Median per round of ``rounds`` rounds: the median of those medians and their range, in ms."""
+
+    median: float
+    low: float
+    high: float
+
+    def __str__(self) -> str:
+        return f"{self.median:.3f} ms (rounds {self.low:.3f}–{self.high:.3f})"
+
+
+def latency_spread(artifacts: Mapping[str, PteArtifact], inputs: Mapping[str, torch.Tensor], rounds: int = 5,
+                   repeat: int = 20, warmup: int = 2) -> dict[str, dict[str, Spread]]:
+    """``{input label: {artifact label: Spread}}`` of the runtime call alone (:func:`median_latency_ms` of
+    ``repeat`` calls per round); each round times every artifact on every input once, interleaved."""
+    per: dict[str, dict[str, list[float]]] = {label: {name: [] for name in artifacts} for label in inputs}
+    for _ in range(rounds):
+        for label, x in inputs.items():
+            for name, art in artifacts.items():
+                per[label][name].append(median_latency_ms(art, (x,), repeat=repeat, warmup=warmup))
+    return {label: {name: Spread(statistics.median(v), min(v), max(v)) for name, v in row.items()}
+            for label, row in per.items()}
+
+
+def compare_speed(a_name: str, a: Spread, b_name: str, b: Spread) -> str:
+    """One sentence about two timings, only as strong as the rounds allow."""
+    if a.high < b.low:
+        return f"{a_name} was faster in every round: {a} against {b}, {b.median / a.median:.1f}× by the medians"
+    if b.high < a.low:
+        return f"{b_name} was faster in every round: {b} against {a}, {a.median / b.median:.1f}× by the medians"
+    return (f"the rounds overlap ({a_name} {a}, {b_name} {b}): this measurement does not separate them")

@@ -8,6 +8,7 @@ import torch
 import helpers
 from helpers import models as M
 from helpers.lessons import control_flow_fixes as fixes
+from helpers.timing import Spread, compare_speed, median_latency_ms
 
 G = torch.Generator().manual_seed(9)
 
@@ -66,8 +67,8 @@ def test_where_computes_both_sides_and_cond_skips_one_measured():
     assert art_where.delegation().delegated_nodes >= 12 and art_cond.delegation().delegated_nodes == 0
     for sample in (heavy_side, cheap_side):  # same function, both sides
         torch.testing.assert_close(art_where.run(sample)[0], art_cond.run(sample)[0], atol=1e-4, rtol=1e-4)
-    t = fixes.where_vs_cond_latency({"where": art_where, "cond": art_cond},
-                                 {"heavy": heavy_side, "cheap": cheap_side}, repeats=30)
+    t = {label: {name: median_latency_ms(art, (x,), repeat=30) for name, art in (("where", art_where), ("cond", art_cond))}
+         for label, x in (("heavy", heavy_side), ("cheap", cheap_side))}
     # cheap side: where still pays for the MLP, cond skips it
     assert t["cheap"]["where"] > 2 * t["cheap"]["cond"], t
     # heavy side: the MLP on XNNPACK (where) beats the same MLP on portable kernels (cond)
@@ -115,10 +116,10 @@ def test_hoisted_scale_or_shift_methods_are_fully_delegated():
 
 
 def test_compare_speed_says_only_what_every_round_agrees_on():
-    fast, slow, overlapping = fixes.Spread(1.0, 0.9, 1.1), fixes.Spread(3.0, 2.8, 3.3), fixes.Spread(1.05, 0.95, 1.2)
-    assert fixes.compare_speed("where", fast, "cond", slow).startswith("where was faster in every round")
-    assert fixes.compare_speed("where", slow, "cond", fast).startswith("cond was faster in every round")
-    assert "does not separate them" in fixes.compare_speed("where", fast, "cond", overlapping)
+    fast, slow, overlapping = Spread(1.0, 0.9, 1.1), Spread(3.0, 2.8, 3.3), Spread(1.05, 0.95, 1.2)
+    assert compare_speed("where", fast, "cond", slow).startswith("where was faster in every round")
+    assert compare_speed("where", slow, "cond", fast).startswith("cond was faster in every round")
+    assert "does not separate them" in compare_speed("where", fast, "cond", overlapping)
 
 
 def test_router_and_gated_proj_branch_on_their_own_sums():

@@ -98,7 +98,8 @@ def write_bundle(artifact: Any, model: torch.nn.Module, probes: list[Any], parit
         Path(target).write_bytes(data)
         data = Path(target).read_bytes()  # verify what was written
     bundle = load_bundle(data)
-    verified, failed = [], []
+    verified: list[str] = []
+    failed: list[str] = []
     for i, label in enumerate(labels):
         (failed if verify_case(bundle, i, rtol=rtol, atol=atols[i], method=method) else verified).append(label)
     return BundleInfo(target, len(data), labels, rtol, atols, verified, failed, left_out)

@@ -242,7 +242,7 @@ def _consuming_vocabularies(model: torch.nn.Module, examples: tuple[torch.Tensor
 
     def hook(module: torch.nn.Module, args: tuple[Any, ...]) -> None:
         inp = args[0] if args else None
-        if not isinstance(inp, torch.Tensor):
+        if not isinstance(inp, torch.Tensor) or not isinstance(module, torch.nn.Embedding):
             return
         for i, ex in candidates.items():
             same = inp.untyped_storage().data_ptr() == ex.untyped_storage().data_ptr()

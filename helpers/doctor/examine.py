@@ -17,13 +17,16 @@ import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from ..contract import forward_parameter_names
 from ..display import error_line
 from .report import STAGE_NAMES, DoctorReport, Stage
+
+if TYPE_CHECKING:
+    from ..artifact import PteArtifact
 
 __all__ = ["examine"]
 
@@ -170,6 +173,7 @@ def _pipeline(run: _Run, model: torch.nn.Module, example_args: tuple[Any, ...], 
         _draft(run, model, example_args, dynamic_shapes)
 
     # 2. lower and load (or load the shipped file)
+    artifact: PteArtifact | None
     if pte is None:
         run.begin("lower", f"lowering to {backend} and loading the .pte in the ExecuTorch runtime")
         try:

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from ..artifact import DelegationReport, PteArtifact
+from ..records import ProgramRecord
 
 __all__ = ["load_shipped", "read_program", "FileDelegation", "SCALAR_TYPES"]
 
@@ -167,6 +168,7 @@ def load_shipped(pte: bytes, *, model: torch.nn.Module, example_args: tuple[Any,
     from .._quiet import captured_output, runtime_log_lines
     from .._runtime import load_program
     from ..contract import contract_from_export, forward_parameter_names
+    from ..serialized import read_methods
 
     with captured_output() as log:
         try:
@@ -197,7 +199,7 @@ def load_shipped(pte: bytes, *, model: torch.nn.Module, example_args: tuple[Any,
     delegation = _file_delegation(info, method)
     specs = [s for s in exported.graph_signature.output_specs if s.kind != OutputKind.BUFFER_MUTATION]
     graph = "\n".join(line for line in exported.graph_module.code.strip().splitlines() if line.strip())
-    meta_dict = {
+    meta_dict: ProgramRecord = {
         "key": "pte-" + hashlib.sha256(pte).hexdigest()[:16], "backend": delegation.backend,
         "method_order": [method],
         "methods": {method: {
@@ -205,7 +207,8 @@ def load_shipped(pte: bytes, *, model: torch.nn.Module, example_args: tuple[Any,
             "delegated_subgraphs": delegation.delegated_subgraphs, "notes": delegation.notes,
             "planned_buffer_sizes": info["planned_buffer_sizes"], "graph": graph,
             "user_outputs": [i for i, s in enumerate(specs) if s.kind == OutputKind.USER_OUTPUT],
-            "runtime_outputs": meta.num_outputs(), "declined": [], "source": "pte file"}},
+            "runtime_outputs": meta.num_outputs(), "declined": [], "xnnpack_rules": [],
+            "serialized": read_methods(pte)[method]}},
     }
     return _ShippedArtifact(pte, meta_dict, delegation), None
 
@@ -213,7 +216,7 @@ def load_shipped(pte: bytes, *, model: torch.nn.Module, example_args: tuple[Any,
 class _ShippedArtifact(PteArtifact):
     """A shipped ``.pte``: its delegation is the one read from the file."""
 
-    def __init__(self, pte: bytes, meta: dict[str, Any], delegation: FileDelegation):
+    def __init__(self, pte: bytes, meta: ProgramRecord, delegation: FileDelegation):
         super().__init__(pte, meta)
         self._file_delegation = delegation
 

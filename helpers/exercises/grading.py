@@ -26,6 +26,7 @@ from torch.export import Dim
 from ..artifact import PteArtifact
 from ..contract import InputContractError
 from ..display import error_excerpt, fmt
+from ..operators import CONTROL_FLOW
 from ..parity import Probe, check_one, format_diff
 
 __all__ = ["Exercise", "Grade", "Verdict", "as_model", "lowered", "parity", "starter_cell", "solution_cell", "SOURCES",
@@ -256,7 +257,7 @@ def lowered(model: nn.Module, example: tuple[Any, ...], dynamic: Any = None, *, 
 
 def parity(reference: nn.Module, artifact: PteArtifact, probes: Sequence[Probe], *, method: str = "forward",
            hint: str = "", criterion: str = "matches the reference on every probe",
-           run: Callable[[Probe], tuple[Any, ...]] | None = None) -> Verdict:
+           run: Callable[[Probe], Any] | None = None) -> Verdict:
     """The answer's ``.pte`` against the reference's *eager* outputs on ``probes`` (the intended behaviour).
 
     ``run``, when given, maps a probe to the ``.pte``'s outputs (an app-side dispatcher, a host step);
@@ -316,7 +317,7 @@ def base_context() -> dict[str, Any]:
     return {"torch": torch, "nn": nn, "Dim": Dim}
 
 
-def sided_probes(score: Callable[[torch.Tensor], float], shape: tuple[int, ...], sides: tuple[str, str],
+def sided_probes(score: Callable[[torch.Tensor], torch.Tensor | float], shape: tuple[int, ...], sides: tuple[str, str],
                  per_side: int = 3, seed: int = 0, margin: float = 0.05,
                  extra: tuple[tuple[str, torch.Tensor], ...] = ()) -> list[Probe]:
     """Seeded inputs of ``shape``, ``per_side`` on each side of ``score(x) > 0`` (never on the edge).
@@ -346,7 +347,7 @@ def sided_probes(score: Callable[[torch.Tensor], float], shape: tuple[int, ...],
 
 def has_control_flow(artifact: Any, method: str = "forward") -> bool:
     """Whether a lowered program keeps a ``torch.cond`` (or another control-flow operator)."""
-    return any(r["op"] in ("cond", "while_loop") or r["region"] != "main" for r in artifact.delegation(method).rows)
+    return any(r["op"] in CONTROL_FLOW or r["region"] != "main" for r in artifact.delegation(method).rows)
 
 
 # ----- answers that are not models -----------------------------------------------------------------

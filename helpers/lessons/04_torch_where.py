@@ -38,13 +38,14 @@ def _heavy_count() -> tuple[str, str]:
 
 
 def _heavy_faster() -> tuple[str, str]:
-    from helpers.lessons.control_flow_fixes import HeavyCond, HeavyWhere, latency_ms
+    from helpers.lessons.control_flow_fixes import HeavyCond, HeavyWhere
+    from helpers.timing import median_latency_ms
 
     big = seeded_randn(32, 128)
     heavy_side = big.abs() + 0.1
     art_where, art_cond = lower(HeavyWhere(), (big,)), lower(HeavyCond(), (big,))
-    t_where = latency_ms(art_where, heavy_side, repeats=30)
-    t_cond = latency_ms(art_cond, heavy_side, repeats=30)
+    t_where = median_latency_ms(art_where, (heavy_side,), repeat=30)
+    t_cond = median_latency_ms(art_cond, (heavy_side,), repeat=30)
     winner = "torch.where" if t_where < t_cond else "torch.cond"
     return winner, (f"measured now: where {t_where:.3f} ms, cond {t_cond:.3f} ms per call (median of 30). Both run "
                     "the MLP; where runs it on XNNPACK, cond inside a branch on portable kernels.")

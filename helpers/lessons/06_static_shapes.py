@@ -101,7 +101,9 @@ def _signature_files(folder: Path) -> dict[str, tuple[Path, list[tuple[int, ...]
     files = {}
     for name, art in (("tiny_vision_64x64.pte", static), ("token_pool_two_inputs.pte", pair),
                       ("tiny_vision_dynamic_hw.pte", dynamic)):
-        files[name] = (art.save(folder / name), [tuple(s) for s in art.runtime_input_shapes()])
+        shapes_read = art.runtime_input_shapes()
+        assert all(s is not None for s in shapes_read), name  # tensor inputs only
+        files[name] = (art.save(folder / name), [tuple(s) for s in shapes_read if s is not None])
     return files
 
 

@@ -41,6 +41,7 @@ def _one_frame() -> tuple[str, str]:
     row = check_one(model, art, (_seeded_clip(1, 1),))
     if row.status in ("rejected", "refused"):
         return "rejected", f"The runtime refused it: {row.message}"
+    assert row.pte_output is not None and row.eager_output is not None, row  # it ran on both sides
     (out,) = row.pte_output
     return row.status, (f"The runtime ran it: the .pte returns {_fmt(out)}, eager {_fmt(row.eager_output[0])}. "
                         "The runtime does not check a Dim's min (export's asserts are stripped); the graph only holds "

@@ -195,8 +195,7 @@ def tradeoff(bucket_sets: Sequence[Sequence[int]], lengths: Sequence[int],
             "arena_shared_bytes": max(program.planned_memory_bytes(method_name(b)) for b in buckets),
         }
         if latency_ms is not None:
-            hits = [choose_bucket(n, buckets) for n in lengths]
-            hits = [b for b in hits if b is not None]
+            hits = [b for b in (choose_bucket(n, buckets) for n in lengths) if b is not None]
             row["mean_latency_ms"] = sum(latency_ms[b] for b in hits) / len(hits)
         rows.append(row)
     return rows
@@ -253,8 +252,7 @@ def latency_rounds(bucket_sets: Sequence[Sequence[int]], lengths: Sequence[int],
         per_bucket = {b: median_latency_ms(program, pad_to(tokens(b), b), method=method_name(b), repeat=repeat,
                                            warmup=10) for b in sizes}
         for buckets in bucket_sets:
-            hits = [choose_bucket(n, buckets) for n in lengths]
-            hits = [b for b in hits if b is not None]
+            hits = [b for b in (choose_bucket(n, buckets) for n in lengths) if b is not None]
             out["/".join(map(str, sorted(buckets)))].append(sum(per_bucket[b] for b in hits) / len(hits))
         out["dynamic"].append(sum(median_latency_ms(dynamic, (tokens(k), torch.ones(1, k)), repeat=max(5, repeat // 5),
                                                     warmup=2) for k in sample) / len(sample))

@@ -339,7 +339,7 @@ def draft_export_decisions(model: nn.Module, example_args: tuple[Any, ...]) -> D
 
     with draft_export_trace(), _no_stderr(), contextlib.redirect_stdout(io.StringIO()):
         ep = torch.export.draft_export(model, example_args)
-    text = _ANSI.sub("", str(ep._report))
+    text = _ANSI.sub("", str(ep._report))  # type: ignore[attr-defined]  # draft_export attaches its report
     issues = []
     for block in re.split(r"\n(?=\d+\. )", text)[1:]:
         kind = block.split("\n", 1)[0].split(". ", 1)[1].rstrip(".")

@@ -4,7 +4,7 @@
   :func:`check_cond_rules`, which exports every one and reports what torch says (lesson 03);
 - :func:`which_branch_ran`: per input, which branch the ``.pte`` actually took at run time;
 - the cost of computing both sides: :class:`HeavyWhere` / :class:`HeavyCond` (an expensive
-  subnetwork on one side) and :func:`latency_ms` / :func:`where_vs_cond_latency` (lesson 04);
+  subnetwork on one side), timed with :func:`helpers.timing.latency_spread` (lesson 04);
 - hoisting: :class:`StraightLinearB` (the other half of ``helpers.models.CondLinear``),
   :func:`app_pick` / :func:`app_run` (plain Python standing in for the app) and
   :func:`hoisted_parity` (lesson 05).
@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import html
 import re
-import statistics
-import time
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -35,8 +33,7 @@ __all__ = [
     "CondClosure", "CondClosureMutates", "CondBranchNotExportable", "CondPythonPredicate", "COND_RULES",
     "CondRuleResult", "CondRuleTable", "check_cond_rules", "cond_error_line", "which_branch_ran", "Instructions",
     "instructions", "node_counts",
-    "HeavyWhere", "HeavyCond", "Router", "GatedProj", "latency_ms", "where_vs_cond_latency", "Spread",
-    "latency_spread", "compare_speed", "ScaleOrShiftA", "ScaleOrShiftB", "StraightLinearB", "app_pick", "app_run",
+    "HeavyWhere", "HeavyCond", "Router", "GatedProj", "ScaleOrShiftA", "ScaleOrShiftB", "StraightLinearB", "app_pick", "app_run",
     "hoisted_parity",
 ]
 
@@ -344,63 +341,6 @@ class HeavyCond(_CheapOrHeavy):
         return torch.cond(x.mean() > 0, self.heavy, self.cheap, (x,))
 
 
-def latency_ms(artifact: PteArtifact, *args: Any, method: str = "forward", repeats: int = 50, warmup: int = 5
-               ) -> float:
-    """Median wall time (ms) of ``artifact.run_raw(*args)``: the device's view, no host checks."""
-    for _ in range(warmup):
-        artifact.run_raw(*args, method=method)
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        artifact.run_raw(*args, method=method)
-        samples.append((time.perf_counter() - start) * 1000)
-    return statistics.median(samples)
-
-
-def where_vs_cond_latency(artifacts: Mapping[str, PteArtifact], inputs: Mapping[str, torch.Tensor],
-                          repeats: int = 50) -> dict[str, dict[str, float]]:
-    """``{input label: {artifact label: median ms}}``, interleaving the artifacts to share the noise."""
-    out: dict[str, dict[str, float]] = {label: {} for label in inputs}
-    for label, x in inputs.items():
-        for name, art in artifacts.items():
-            out[label][name] = latency_ms(art, x, repeats=repeats)
-    return out
-
-
-@dataclass(frozen=True)
-class Spread:
-    """Median per round of ``rounds`` rounds: the median of those medians and their range, in ms."""
-
-    median: float
-    low: float
-    high: float
-
-    def __str__(self) -> str:
-        return f"{self.median:.3f} ms (rounds {self.low:.3f}–{self.high:.3f})"
-
-
-def latency_spread(artifacts: Mapping[str, PteArtifact], inputs: Mapping[str, torch.Tensor], rounds: int = 5,
-                   repeats: int = 20) -> dict[str, dict[str, Spread]]:
-    """``{input label: {artifact label: Spread}}``: each round times every artifact once (interleaved)."""
-    per: dict[str, dict[str, list[float]]] = {label: {name: [] for name in artifacts} for label in inputs}
-    for _ in range(rounds):
-        for label, x in inputs.items():
-            for name, art in artifacts.items():
-                per[label][name].append(latency_ms(art, x, repeats=repeats, warmup=2))
-    return {label: {name: Spread(statistics.median(v), min(v), max(v)) for name, v in row.items()}
-            for label, row in per.items()}
-
-
-def compare_speed(a_name: str, a: Spread, b_name: str, b: Spread) -> str:
-    """One sentence about two timings, only as strong as the rounds allow."""
-    if a.high < b.low:
-        return f"{a_name} was faster in every round: {a} against {b}, {b.median / a.median:.1f}× by the medians"
-    if b.high < a.low:
-        return f"{b_name} was faster in every round: {b} against {a}, {a.median / b.median:.1f}× by the medians"
-    return (f"the rounds overlap ({a_name} {a}, {b_name} {b}): this measurement does not separate them")
-
-
-# ----- the exercises' models (lessons 03 and 04) ---------------------------------------------------
 class Router(M._Lesson):
     """Exercise 03.cond_rewrite: a projection, then *either* a two-layer block *or* a cheap scale-and-flip.
 

@@ -425,7 +425,7 @@ def draft_issues(model: nn.Module, example_args: tuple[Any, ...], dynamic_shapes
     with draft_export_trace(), captured_output(), torch.random.fork_rng(devices=[]):
         program = torch.export.draft_export(model, tuple(example_args), dynamic_shapes=dynamic_shapes)
     issues = []
-    for failure in program._report.failures:
+    for failure in program._report.failures:  # type: ignore[attr-defined]  # draft_export attaches its report
         data = failure.data
         names = {sym: re.sub(r"L\['(\w+)'\]\.size\(\)\[(\d+)\]", r"\1.shape[\2]", src)
                  for sym, src in (data.get("symbol_to_sources") or {}).items()}

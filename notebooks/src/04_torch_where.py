@@ -15,7 +15,7 @@
 import torch
 
 import helpers
-from helpers import interview, models, questions
+from helpers import interview, models, questions, timing
 from helpers.display import show_source
 from helpers.lessons import control_flow as cf
 from helpers.lessons import control_flow_fixes as fixes
@@ -97,19 +97,21 @@ print("control-flow operators in the where graph:", fixes.node_counts(art_heavy_
 questions.ask("04.heavy_faster")
 
 # %% [markdown]
-# We time each `.pte` on the real runtime (`run_raw`, the device's view): 5 rounds, each the median of 20 calls,
-# the programs interleaved so they share the machine's noise. The sentences below the table are generated from
+# We time each `.pte`'s runtime call alone (`artifact.bare_call()`: the loaded method, as an app's `execute()`, with
+# no check of ours around it), on the runtime's own thread pool: 5 rounds, each the median of 20 calls, the programs
+# interleaved so they share the machine's noise. The sentences below the table are generated from
 # these numbers, and say only what every round agrees on. Your numbers will differ from these.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-cheap_pair = fixes.latency_spread({"where": art_where, "cond": art_cond},
+cheap_pair = timing.latency_spread({"where": art_where, "cond": art_cond},
                                {"true side": x.abs() + 0.1, "false side": -(x.abs() + 0.1)})
-heavy = fixes.latency_spread({"where": art_heavy_where, "cond": art_heavy_cond},
+heavy = timing.latency_spread({"where": art_heavy_where, "cond": art_heavy_cond},
                           {"MLP side taken": heavy_side, "x·0.5 side taken": cheap_side})
+print(f"the runtime's thread pool: {helpers.runtime_threads()} threads")
 for title, table in {"cheap pair (ScaleOrShift)": cheap_pair, "MLP vs x·0.5 (Heavy…)": heavy}.items():
     for side, row in table.items():
-        print(f"{title}, {side}: {fixes.compare_speed('where', row['where'], 'cond', row['cond'])}")
+        print(f"{title}, {side}: {timing.compare_speed('where', row['where'], 'cond', row['cond'])}")
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -285,8 +287,8 @@ assert set(art_where.delegation().portable_ops()) == {"aten_gt_scalar", "aten_su
 heavy_report = helpers.compare(fixes.HeavyCond(), art_heavy_where, [(heavy_side,), (cheap_side,), (big,)])
 assert heavy_report.ok, heavy_report
 assert art_heavy_where.graph().count("aten.linear") == 6
-timed = fixes.latency_spread({"where": art_heavy_where, "cond": art_heavy_cond},
-                          {"heavy": heavy_side, "cheap": cheap_side}, rounds=3, repeats=15)
+timed = timing.latency_spread({"where": art_heavy_where, "cond": art_heavy_cond},
+                          {"heavy": heavy_side, "cheap": cheap_side}, rounds=3, repeat=15)
 assert timed["cheap"]["cond"].high < timed["cheap"]["where"].low, timed  # cond skips the MLP
 assert timed["heavy"]["where"].high < timed["heavy"]["cond"].low, timed  # the MLP on XNNPACK beats portable
 assert torch.equal(ratio, torch.tensor([1.0, 0.0, 0.25])) and bool(torch.isnan(centred[0, :2]).all())
