@@ -29,6 +29,12 @@ answer = Zeros()
         WrongAnswer("the class instead of an instance", "answer = BatchLoop", ("not an nn.Module instance",)),
     ],
     "02.triage": [
+        WrongAnswer("the branch's edge moved (>= instead of >: an input whose mean is exactly 0)", """
+class Edge(Triage):
+    def forward(self, x):
+        return torch.cond(x.mean() >= 0, self.bright, self.dark, (x,))
+answer = Edge()
+""", ("on dark side (x.mean() <= 0): zeros", "the reference")),
         WrongAnswer("only the bright branch kept (the dark side diverges)", """
 class OneSide(Triage):
     def forward(self, x):
@@ -82,6 +88,13 @@ answer = Operands()
 """, ("export failed", "torch says", "Argument mismatch")),
     ],
     "04.where_rewrite": [
+        WrongAnswer("the branch's edge moved (>= instead of >: an input whose sum is exactly 0)", """
+class Edge(GatedProj):
+    def forward(self, x):
+        y = self.proj(x)
+        return torch.where(x.sum() >= 0, torch.relu(y), y * 0.1)
+answer = Edge()
+""", ("on x.sum() <= 0: zeros", "the reference")),
         WrongAnswer("torch.cond (control flow, branches on portable kernels)", """
 class WithCond(GatedProj):
     def forward(self, x):
@@ -103,6 +116,17 @@ answer = Zeros()
 """, ("XNNPACK runs the projection", "not in the program at all")),
     ],
     "05.hoist": [
+        WrongAnswer("the app's edge moved (>= instead of >: an input whose mean is exactly 0)", """
+class A(CondLinear):
+    def forward(self, x):
+        return self.a(torch.relu(self.pre(x)))
+class B(CondLinear):
+    def forward(self, x):
+        return self.b(torch.relu(self.pre(x)))
+def pick(x):
+    return "a" if float(x.mean()) >= 0 else "b"
+answer = ({"a": A(), "b": B()}, pick)
+""", ("on x.mean() <= 0: zeros", "the reference")),
         WrongAnswer("one method keeps the cond", """
 class A(CondLinear):
     def forward(self, x):

@@ -56,14 +56,14 @@ _GATE_SIDES = ("x.sum() > 0", "x.sum() <= 0")
 
 
 def gate_probes() -> list[Probe]:
-    """Both sides of ``x.sum() > 0``, with all-positive / all-negative inputs AND mixed signs."""
+    """Both sides of ``x.sum() > 0``, with all-positive / all-negative inputs, mixed signs, and the edge (zeros)."""
     g = torch.Generator().manual_seed(4)
     base = torch.randn(3, 4, generator=g)
     mixed_up = base - base.mean() + 0.3  # mixed signs, sum > 0
     mixed_down = base - base.mean() - 0.3  # mixed signs, sum < 0
     hand_picked = sided_probes(lambda x: x.sum(), (3, 4), _GATE_SIDES, per_side=0, extra=(
         ("all positive", base.abs() + 0.1), ("all negative", -(base.abs() + 0.1)),
-        ("mixed signs", mixed_up), ("mixed signs", mixed_down)))
+        ("mixed signs", mixed_up), ("mixed signs", mixed_down), ("zeros", torch.zeros(3, 4))))
     random_signs = sided_probes(lambda x: x.sum(), (3, 4), _GATE_SIDES, per_side=2, seed=5)
     return hand_picked + [Probe(p.label.replace(" #", ": random signs #"), p.args) for p in random_signs]
 
