@@ -35,7 +35,7 @@ class _Lesson(nn.Module):
 
 
 class ScaleOrShift(_Lesson):
-    """``if x.sum() > 0`` picks one of two layers: a *data-dependent* branch (export fails loudly)."""
+    """``if x.sum() > 0`` picks one of two layers, ``a`` or ``b``, from the input's values."""
 
     def __init__(self, features: int = 4, seed: int = 0):
         super().__init__()
@@ -51,7 +51,7 @@ class ScaleOrShift(_Lesson):
 
 
 class ScaleOrShiftCond(ScaleOrShift):
-    """The same decision with ``torch.cond``: both branches traced, the predicate evaluated at run time."""
+    """The same decision written with ``torch.cond``: ``x.sum() > 0`` picks ``a``, otherwise ``b``."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.cond(x.sum() > 0, self.a, self.b, (x,))
@@ -65,7 +65,7 @@ class ScaleOrShiftWhere(ScaleOrShift):
 
 
 class ConfigBranch(_Lesson):
-    """A plain attribute (``use_residual``) decides the path: export records only the branch the flag took."""
+    """relu(proj(x)), plus a residual ``+ x`` when the plain attribute ``use_residual`` is set."""
 
     def __init__(self, features: int = 4, use_residual: bool = True, seed: int = 0):
         super().__init__()
@@ -82,7 +82,8 @@ class ConfigBranch(_Lesson):
 
 
 class BatchLoop(_Lesson):
-    """``for i in range(x.shape[0])``: unrolled to the example's batch size and baked into the graph."""
+    """A Python loop over the batch, ``for i in range(x.shape[0])``: row ``i`` is transformed and multiplied by
+    ``i + 1``."""
 
     def __init__(self, features: int = 4, seed: int = 0):
         super().__init__()
@@ -113,12 +114,8 @@ class ScalarRepeat(_Lesson):
 
 
 class ShapeBranch(_Lesson):
-    """``if x.shape[1] > 1`` normalises over time only when there is more than one frame.
-
-    With a static shape the branch is decided at export; with ``Dim('frames', min=2, ...)`` it
-    is decided by the range, and the runtime does not check ``min``: one frame on the device
-    runs the normalising branch (std of one value → NaN).
-    """
+    """``if x.shape[1] > 1`` normalises over time only when there is more than one frame, then a linear head
+    averaged over time."""
 
     def __init__(self, features: int = 4, seed: int = 0):
         super().__init__()
@@ -166,10 +163,7 @@ class TinyVision(_Lesson):
 
 
 class CondLinear(_Lesson):
-    """Linear → relu, then ``torch.cond`` on the input's sign between two linear branches.
-
-    XNNPACK takes the straight-line part; it cannot reach inside the branches.
-    """
+    """Linear → relu, then ``torch.cond`` on the input's sign between two linear branches."""
 
     def __init__(self, features: int = 8, seed: int = 0):
         super().__init__()
@@ -185,7 +179,7 @@ class CondLinear(_Lesson):
 
 
 class StraightLinear(CondLinear):
-    """``CondLinear`` with the decision hoisted out: always branch ``a`` (straight-line, fully delegable)."""
+    """``CondLinear`` with the decision hoisted out: always branch ``a``."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.a(torch.relu(self.pre(x)))

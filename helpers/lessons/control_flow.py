@@ -119,11 +119,8 @@ def source_and_graph(model: nn.Module, artifact: PteArtifact, title: str = "", m
 
 # ----- models only these lessons need ------------------------------------------------------------
 class CountedMean(M._Lesson):
-    """Averages the first ``n`` items of ``x`` — with ``n`` a Python int passed alongside.
-
-    Export bakes ``n`` in (the loop is unrolled ``n`` times). If ``x``'s length is dynamic, the
-    program reads exactly the exported ``n`` items of whatever it is given.
-    """
+    """Averages the first ``n`` items of ``x``, with ``n`` a Python int passed alongside (a loop over
+    ``range(n)``)."""
 
     def __init__(self, features: int = 4, seed: int = 0):
         super().__init__()
@@ -154,21 +151,21 @@ class BatchLoopVectorized(M.BatchLoop):
 
 
 class MedianCenter(M._Lesson):
-    """Centres each row on its median: ``torch.median`` is not in the Core ATen opset (fails at lowering)."""
+    """Centres the input on its median (``torch.median``)."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x - torch.median(x)
 
 
 class SortValues(M._Lesson):
-    """Sorts a vector: exports and lowers, but the portable runtime here has no ``sort`` kernel."""
+    """Sorts a vector (``torch.sort``) and returns the sorted values."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.sort(x)[0]
 
 
 class BatchGate(M._Lesson):
-    """Large batches take a cheaper path: a Python ``if`` on a *dynamic* size (export adds a guard)."""
+    """Large batches take a cheaper path: a Python ``if`` on the batch size."""
 
     def __init__(self, features: int = 4, seed: int = 0):
         super().__init__()
@@ -212,10 +209,8 @@ class Triage(M._Lesson):
 
 
 class ValidMean(M._Lesson):
-    """Averages the first ``n`` frames, ``n`` read from a tensor the app sends (``.item()``).
-
-    ``if k == 0`` asks about a number computed from data: export cannot decide it.
-    """
+    """Averages the first ``n`` frames, ``n`` read from a tensor the app sends (``.item()``); zeros when
+    ``n`` is 0."""
 
     def forward(self, x: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
         k = n.item()
@@ -237,7 +232,7 @@ class ValidMeanChecked(ValidMean):
 
 
 class ScaleOrShiftChecked(M.ScaleOrShift):
-    """``torch._check`` misused on a *semantic* branch: it makes export pass by promising one side."""
+    """``ScaleOrShift`` with a promise stated first: ``torch._check(x.sum() > 0)``."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         total = x.sum().item()

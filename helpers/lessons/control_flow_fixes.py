@@ -328,14 +328,14 @@ class _CheapOrHeavy(M._Lesson):
 
 
 class HeavyWhere(_CheapOrHeavy):
-    """``torch.where`` between an expensive subnetwork and a cheap scale: both are always computed."""
+    """``torch.where`` on ``x.mean() > 0`` between an expensive subnetwork and a cheap scale."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.where(x.mean() > 0, self.heavy(x), self.cheap(x))
 
 
 class HeavyCond(_CheapOrHeavy):
-    """``torch.cond`` between the same two: only the taken branch runs (on portable kernels)."""
+    """``torch.cond`` on ``x.mean() > 0`` between the same two."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.cond(x.mean() > 0, self.heavy, self.cheap, (x,))
@@ -380,7 +380,7 @@ class GatedProj(M._Lesson):
 
 # ----- lesson 05: hoisting the decision into the app ----------------------------------------------
 class ScaleOrShiftA(M.ScaleOrShift):
-    """Lesson 05: ``ScaleOrShift``'s true side alone (straight-line), for the app to call."""
+    """Lesson 05: ``ScaleOrShift``'s true side alone, for the app to call."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.a(x)

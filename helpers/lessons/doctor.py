@@ -23,7 +23,7 @@ __all__ = ["MedianCenter", "AssertsFinite", "Case", "CASES", "command", "report_
 
 
 class MedianCenter(nn.Module):
-    """Subtracts the median: ``torch.median`` is not in the Core ATen opset, so lowering fails."""
+    """Subtracts the median (``torch.median``), then a linear layer."""
 
     def __init__(self, features: int = 4, seed: int = 0):
         super().__init__()
@@ -36,11 +36,7 @@ class MedianCenter(nn.Module):
 
 
 class AssertsFinite(nn.Module):
-    """A debug check left in ``forward()``: an *incidental* branch on a tensor's value.
-
-    With ``check=True`` export fails (data-dependent); the fix is to keep the check out of the
-    export path (``check=False``), not to turn it into ``torch.cond``.
-    """
+    """A debug check left in ``forward()``: with ``check=True`` it raises on an input that is not finite."""
 
     def __init__(self, features: int = 4, check: bool = True, seed: int = 0):
         super().__init__()

@@ -64,7 +64,7 @@ FIXES = {
 
 
 class BatchGate(nn.Module):
-    """Doubles large batches: ``if x.shape[0] > 4`` on a dynamic batch of 1..16 (export refuses the range)."""
+    """Doubles large batches: ``if x.shape[0] > 4``, for batches of 1 to 16."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.shape[0] > 4:

@@ -205,10 +205,7 @@ def process_memory(artifact: PteArtifact, input_shapes: Sequence[Sequence[int]])
 
 
 class FrameTokens(nn.Module):
-    """Turns a frame into pixel tokens plus a position ramp; every size is read from ``x.shape``.
-
-    Exported with a static example, those reads become literals in the graph (``[1, 3, 4096]``).
-    """
+    """Turns a frame into pixel tokens plus a position ramp; every size is read from ``x.shape``."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, c, h, w = x.shape
@@ -355,11 +352,7 @@ class HalfDiff(nn.Module):
 
 # ----- 08: what dynamic costs ---------------------------------------------------------------------
 class TinySegmenter(nn.Module):
-    """conv (stride 2) → relu → conv (stride 2) → relu → bilinear upsample ×4 → 1×1 conv: a per-pixel head.
-
-    XNNPACK takes every operator when the frame size is static; with a symbolic height/width it
-    declines the upsample, which then runs on a portable kernel between two delegated pieces.
-    """
+    """conv (stride 2) → relu → conv (stride 2) → relu → bilinear upsample ×4 → 1×1 conv: a per-pixel head."""
 
     def __init__(self, classes: int = 2, seed: int = 0):
         super().__init__()

@@ -379,13 +379,14 @@ explorer = cf.DivergenceExplorer()
 explorer
 
 # %% [markdown]
-# The widget is plain Python underneath; the same verdicts from code:
+# The widget is plain Python underneath: `explorer.set(trap=…, values=…, size=…, flag=…, steps=…)` runs one case
+# and returns its verdict. Write down the cases you found, one dict each, and run them from code:
 
 # %%
-for values in ({"trap": "shape if", "size": 1}, {"trap": "config flag", "size": 2, "flag": False},
-               {"trap": "config flag", "values": "zeros"}, {"trap": "Python scalar", "steps": 3},
-               {"trap": "loop over batch", "size": 4, "values": "positive", "flag": True}):
+my_finds = []  # e.g. {"trap": "config flag", "size": 2}: the settings you changed, the others as the widget has them
+for values in my_finds:
     print(f"{values}: {explorer.set(**values).verdict}")
+print(f"{len(my_finds)} case(s) run" if my_finds else "No cases yet: add the ones you found in the widget.")
 
 # %% [markdown]
 # ## Takeaways
@@ -416,6 +417,12 @@ interview.ask("01.why_disagree")
 assert flag_report.counts()["rejected"] == 0 and flag_report.counts()["eager_error"] == 0, flag_report
 assert flag_report.counts()["diverge"] > 0 and next(r for r in flag_report if r.label == "values: zeros").status == "match"
 assert loop_report.ok_within_contract, loop_report
+found = {(v["trap"], explorer.set(**v).verdict) for v in (
+    {"trap": "shape if", "size": 1}, {"trap": "config flag", "size": 2, "flag": False},
+    {"trap": "config flag", "values": "zeros"}, {"trap": "Python scalar", "steps": 3},
+    {"trap": "loop over batch", "size": 4, "values": "positive", "flag": True})}
+assert found == {("shape if", "diverge"), ("config flag", "diverge"), ("config flag", "match"),
+                 ("Python scalar", "rejected"), ("loop over batch", "rejected")}, found  # the widget's traps do it
 fixed_shape_report = helpers.compare(shape_model, art_shape_fixed,
                                      helpers.probe_inputs((clip,), {"x": {1: frames2}}))
 assert fixed_shape_report.ok_within_contract, fixed_shape_report

@@ -97,9 +97,8 @@ plots.delegation_bars({name: art.delegation() for name, art in variants.items()}
                       title="TinySegmenter: where the graph runs")
 
 # %% [markdown]
-# Dynamic is not always a delegation loss: it depends on the operators. **Predict** for the classifier of lesson 06
-# (`TinyVision`: convolutions, relu, a mean over height and width, a linear head), with the same dynamic height and
-# width:
+# Does a dynamic size always cost delegation? **Predict** for the classifier of lesson 06 (`TinyVision`:
+# convolutions, relu, a mean over height and width, a linear head), with the same dynamic height and width:
 
 # %%
 questions.ask("08.classifier_portable")
@@ -112,7 +111,8 @@ print(vision_static.delegation().summary())
 print(vision_dynamic.delegation().summary())
 
 # %% [markdown]
-# You find out by looking, per model.
+# So a dynamic size is not always a delegation loss: it depends on the operators. You find out by looking, per
+# model.
 
 # %% [markdown]
 # ## Memory planning against the maximum

@@ -224,8 +224,8 @@ print(f"{xml.count('<testcase')} test cases, {xml.count('<failure')} failure(s)"
 # %% [markdown]
 # ### Checks that catch lesson 08's regressions
 #
-# Lesson 08's segmenter kept parity when its height and width became dynamic, and lost the upsample to portable
-# kernels. A parity check passes it. Predict what `--min-delegated 100` says:
+# Lesson 08's segmenter, with its height and width dynamic: `--min-delegated 100` asks the doctor to fail unless
+# every operator runs on XNNPACK. Predict what it says:
 
 # %%
 questions.ask("11.segmenter_min_delegated")
