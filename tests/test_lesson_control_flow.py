@@ -12,6 +12,7 @@ import torch
 from torch.export import Dim
 
 import helpers
+from helpers import course
 from helpers import models as M
 from helpers.lessons import control_flow as cf
 
@@ -24,7 +25,7 @@ def rand(*shape):
 
 @pytest.fixture(scope="module")
 def demo():
-    return cf.widget_demo()
+    return course.lesson(1).widget_demo()
 
 
 def test_source_and_graph_shows_only_the_taken_branch():

@@ -1,4 +1,4 @@
-"""Lesson 10 (helpers.lessons.drills): every drill's answer comes from the real tools; the drill shows
+"""Lesson 10 (its module, course.lesson(10)): every drill's answer comes from the real tools; the drill shows
 what the user saw without naming the answer; a check with no answer reveals nothing; draft_export's
 report; the copyable CI test passes on its CONFIG and fails on a drill's."""
 
@@ -10,11 +10,11 @@ import pytest
 import torch
 from torch.export import Dim
 
-from helpers import models
-from helpers.lessons import drills as D
+from helpers import course, models
 from helpers.lessons import shapes as S
 
 ROOT = Path(__file__).resolve().parent.parent
+D = course.lesson(10)
 EXPECTED = {
     "sign_router": "data-dependent control flow",
     "one_frame": "silent specialization",

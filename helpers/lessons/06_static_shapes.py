@@ -72,14 +72,14 @@ def _channels_last() -> tuple[str, str]:
 
 
 QUESTIONS = [
-    Question("06.camera_frame", "06_static_shapes",
+    Question("06.camera_frame", LESSON,
              "TinyVision was exported with a 1×3×64×64 example. The phone's camera delivers 1×3×48×64 frames, which "
              "eager PyTorch accepts. What does the .pte do with one, in the ExecuTorch runtime?",
              STATUS_OPTIONS, _camera_frame),
-    Question("06.same_pixels", "06_static_shapes",
+    Question("06.same_pixels", LESSON,
              "Same program (exported at 64×64). A 32×128 frame has exactly as many pixels (4,096) as a 64×64 one. "
              "What does the runtime do with it?", STATUS_OPTIONS, _same_pixels),
-    Question("06.channels_last", "06_static_shapes",
+    Question("06.channels_last", LESSON,
              "Same program. The camera's raw buffer is channels-last: 1×64×64×3, float32 — the same number of "
              "elements, the same dtype and the same rank as the export's 1×3×64×64. What does the runtime do?",
              STATUS_OPTIONS, _channels_last),

@@ -105,17 +105,17 @@ def _auto_loop() -> tuple[str, str]:
 
 
 QUESTIONS = [
-    Question("07.one_frame", "07_dynamic_dims",
+    Question("07.one_frame", LESSON,
              "ShapeBranch was exported with Dim('frames', min=2, max=16). A one-frame clip reaches the device "
              "(no host check). Compared with eager PyTorch, the .pte…", STATUS_OPTIONS, _one_frame),
-    Question("07.wide_frame", "07_dynamic_dims",
+    Question("07.wide_frame", LESSON,
              "TinyVision exported with Dim('height', min=32, max=128) and Dim('width', min=32, max=128). The device "
              "sends a 1×3×100×150 frame (width above its max) straight to the runtime. The runtime…",
              ("runs it", "rejects it"), _wide_frame),
-    Question("07.auto_tokens", "07_dynamic_dims",
+    Question("07.auto_tokens", LESSON,
              "TokenPool exported with Dim.AUTO on the sequence axis of ids and mask, with a 16-token example. A "
              "40-token request reaches the runtime. The runtime…", ("runs it", "rejects it"), _auto_tokens),
-    Question("07.auto_loop", "07_dynamic_dims",
+    Question("07.auto_loop", LESSON,
              "BatchLoop (a Python for over x.shape[0]) exported with Dim.AUTO on the batch axis, example batch 3. "
              "What does export produce?", ("export fails", "a dynamic batch", "a static batch, silently"), _auto_loop),
 ]

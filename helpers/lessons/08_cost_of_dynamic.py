@@ -76,15 +76,15 @@ def _raise_max() -> tuple[str, str]:
 
 
 QUESTIONS = [
-    Question("08.segmenter_delegation", "08_cost_of_dynamic",
+    Question("08.segmenter_delegation", LESSON,
              "TinySegmenter exported with height and width dynamic (32..128). The static export is 100% on XNNPACK. "
              "How much of the dynamic program's graph stays on XNNPACK?",
              ("all of it", "all but one operator", "most, but several operators", "less than half"),
              _segmenter_delegation),
-    Question("08.classifier_portable", "08_cost_of_dynamic",
+    Question("08.classifier_portable", LESSON,
              "TinyVision (lesson 06's classifier) exported with the same dynamic height and width. How many of its "
              "graph nodes run on portable kernels?", ("0", "1", "2", "3 or more", "all"), _classifier_portable),
-    Question("08.raise_max", "08_cost_of_dynamic",
+    Question("08.raise_max", LESSON,
              "Raise the dynamic segmenter's max from 128 to 256 (height and width). What changes?",
              ("only the arena", "only delegation", "both", "neither"), _raise_max),
 ]

@@ -45,14 +45,14 @@ def _fourth_bucket() -> tuple[str, str]:
 
 
 QUESTIONS = [
-    Question("09.pad_to_512", "09_normalize_or_bucket",
+    Question("09.pad_to_512", LESSON,
              "400 requests of 12 to 512 tokens (mostly short, a long tail). One static program at 512 tokens, every "
              "request padded to 512: what share of all processed positions is padding?",
              ("less than a third", "about half", "about three quarters"), _pad_to_512),
-    Question("09.bucket_257", "09_normalize_or_bucket",
+    Question("09.bucket_257", LESSON,
              "Buckets of 128, 256 and 512 tokens, as methods seq_128, seq_256, seq_512 of one .pte. Which method serves "
              "a 257-token request?", ("seq_128", "seq_256", "seq_512", "none: it is refused"), _bucket_257),
-    Question("09.fourth_bucket", "09_normalize_or_bucket",
+    Question("09.fourth_bucket", LESSON,
              "Add a fourth bucket (64 tokens) as one more method of the same .pte. Roughly how much bigger is the "
              "file?", ("a few KB", "another copy of the weights"), _fourth_bucket),
 ]

@@ -1,14 +1,34 @@
-"""Lesson 10 · diagnosis drills (capstone): its predictions, its exercises and its interview cards."""
+"""Lesson 10 · diagnosis drills (capstone): the drills, its predictions, its exercise (``10.probe_set``) and its
+interview cards.
+
+The drills: broken models from both tracks, and the investigation that diagnoses each one with the real tools.
+A :class:`Drill` is a story from the field: what the user saw (the symptom, in their words), the
+model that was shipped and how it was exported, the eager model the team trusts, and the input the
+device actually sends. :func:`investigate` runs the workflow of the lessons on it — export/lower/load
+(:func:`helpers.diagnose_export`), the device's input on the raw runtime, a varied probe set against
+eager, the delegation report — and returns a :class:`Finding` whose ``answer`` is one of
+:data:`ANSWERS`. :func:`check` compares a learner's answer with it; with no answer it reveals nothing.
+
+Also here: :func:`draft_issues` (every issue ``torch.export.draft_export`` finds, in one list) and
+:func:`run_ci_example` (the copyable export-CI test, with its CONFIG replaced to replay a drill).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
+from torch import nn
 from torch.export import Dim
 
-from helpers import models as M
-from helpers.display import error_excerpt
+from helpers import models
+from helpers._quiet import captured_output, runtime_log_lines
+from helpers.artifact import PteArtifact
+from helpers.diagnose import diagnose_export
+from helpers.display import Source, error_excerpt, show_source
 from helpers.exercises.grading import (
     Exercise,
     Verdict,
@@ -16,37 +36,436 @@ from helpers.exercises.grading import (
     function_answer,
 )
 from helpers.interview import Card
-from helpers.lowering import lower
-from helpers.parity import check_one
+from helpers.lessons import shapes
+from helpers.lowering import lower, lower_methods
+from helpers.parity import check_one, compare, probe_inputs
 from helpers.questions import Question
 
 LESSON = "10_diagnosis_drills"
 
 
+# ----- the investigation ---------------------------------------------------------------------------
+ANSWERS = (
+    "data-dependent control flow",
+    "guard on a dynamic dimension",
+    "unsupported operator",
+    "input outside the export contract",
+    "silent specialization",
+    "partial delegation",
+    "healthy",
+)
+
+FIXES = {
+    "data-dependent control flow": "torch.cond / torch.where, hoist the decision into the app, or delete an "
+                                   "incidental branch; then compare both sides of the branch against eager.",
+    "guard on a dynamic dimension": "adopt the bound or derived Dim torch suggests, or rewrite the size arithmetic "
+                                    "(or move it to the host) so it holds for every declared size.",
+    "unsupported operator": "replace the operator by supported ones (a decomposition), or move that step to the app.",
+    "input outside the export contract": "read the .pte's input signature; normalize on the host (resize, pad, "
+                                         "cast), declare a bounded Dim, or ship buckets; a baked-in scalar must "
+                                         "become a tensor input or one method per value.",
+    "silent specialization": "find the decision export made at trace time (a shape test, a flag, a Python "
+                             "scalar); make it explicit (torch.cond, a tighter Dim, two methods) and probe the edges.",
+    "partial delegation": "keep the delegated path static (normalize on the host, buckets), or move the declined "
+                          "operator out of the dynamic region / out of torch.cond; re-check delegation.",
+    "healthy": "nothing to fix: keep the parity test in the export CI job.",
+}
+
+
+class BatchGate(nn.Module):
+    """Doubles large batches: ``if x.shape[0] > 4``, for batches of 1 to 16."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[0] > 4:
+            return x * 2
+        return x
+
+
+class MedianPool(nn.Module):
+    """Pools features with ``torch.median`` (robust to outliers, but not in the Core ATen opset)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.median(x, dim=1).values
+
+
+class TwoIssues(nn.Module):
+    """Two problems in one forward(): a test on the batch size and a test on the values."""
+
+    def __init__(self, features: int = 8, seed: int = 0):
+        super().__init__()
+        with models.seeded(seed):
+            self.layer = nn.Linear(features, features)
+        self.eval()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[0] > 4:  # large batches are scaled
+            x = x * 2
+        if x.sum() > 0:  # the layer only for inputs that sum to a positive number
+            x = self.layer(x)
+        return x
+
+
+@dataclass
+class Drill:
+    """One field report: what the user saw, what was shipped, what the team compares against, what the
+    device sends. ``exported_with`` is the export call as the team wrote it (shown to the learner);
+    ``expected`` is what the tools find (the tests hold :func:`investigate` to it)."""
+
+    name: str
+    symptom: str
+    exported_with: str
+    build: Callable[[], tuple[nn.Module, tuple[Any, ...], Any]]  # the shipped model, example, dynamic_shapes
+    device_input: Callable[[], tuple[Any, ...]]
+    expected: str
+    reference: Callable[[], nn.Module] | None = None  # the eager model the team trusts (default: shipped one)
+    track: str = "shapes"
+
+
+@dataclass
+class Finding:
+    """What the real tools report about one drill."""
+
+    answer: str
+    evidence: list[str] = field(default_factory=list)
+
+    @property
+    def fix(self) -> str:
+        return FIXES[self.answer]
+
+    def __str__(self) -> str:
+        return "\n".join([f"diagnosis: {self.answer}"] + [f"  · {e}" for e in self.evidence]
+                         + [f"  fix: {self.fix}"])
+
+    def __repr__(self) -> str:
+        return f"<Finding {self.answer}>"
+
+
+_KIND_TO_ANSWER = {"data_dependent": "data-dependent control flow",
+                   "constraint_violation": "guard on a dynamic dimension",
+                   "unsupported_operator": "unsupported operator"}
+
+
+def investigate(drill: Drill) -> Finding:
+    """Diagnose ``drill`` with the real exporter, lowering and runtime (never raises for a broken model)."""
+    model, example, dynamic = drill.build()
+    with captured_output():  # a cold build of a scalar input leaks a runtime log line (see the lesson report)
+        diagnosis = diagnose_export(model, example, dynamic)
+    if not diagnosis.ok:
+        answer = _KIND_TO_ANSWER.get(diagnosis.kind, "unsupported operator")
+        evidence = [f"{diagnosis.stage}: {diagnosis.summary}"]
+        if diagnosis.source_line:
+            evidence.append(f"offending line: {diagnosis.source_line}")
+        evidence += [f"torch suggests: {s}" for s in diagnosis.suggested_fixes]
+        return Finding(answer, evidence)
+    artifact = diagnosis.artifact
+    assert artifact is not None
+    reference = drill.reference() if drill.reference else model
+    contract = artifact.input_contract()
+    evidence = [f"input signature: {contract.signature()}"]
+    device = drill.device_input()
+    row = check_one(reference, artifact, device, label="device input")
+    if row.status == "rejected" or not row.within_contract:
+        evidence.append(f"device input {row.shapes}: {row.status}")
+        evidence += [f"runtime: {row.runtime_message}"] if row.runtime_message else []
+        evidence += [f"contract: {row.contract_message}"] if row.contract_message else []
+        return Finding("input outside the export contract", evidence)
+    report = compare(reference, artifact, probe_inputs(example, contract=contract))
+    diverging = [r for r in report if r.within_contract and r.status == "diverge"]
+    if row.status == "diverge" or diverging:
+        where = [f"device input {row.shapes}"] if row.status == "diverge" else []
+        where += [r.label for r in diverging]
+        evidence.append("inside the contract, the .pte and eager disagree on: " + ", ".join(where))
+        return Finding("silent specialization", evidence)
+    delegation = artifact.delegation()
+    if delegation.portable_nodes:
+        evidence.append(delegation.summary())
+        evidence.append("on portable kernels: " + ", ".join(delegation.portable_ops()))
+        evidence += delegation.notes
+        return Finding("partial delegation", evidence)
+    evidence.append(f"parity inside the contract: {report.summary()}; {delegation.summary()}")
+    return Finding("healthy", evidence)
+
+
+def drill(name: str) -> Drill:
+    """The drill called ``name``."""
+    found = {d.name: d for d in DRILLS}
+    if name not in found:
+        raise KeyError(f"no drill {name!r}; there are: {', '.join(found)}")
+    return found[name]
+
+
+def brief(which: Drill | str) -> Source:
+    """What the learner gets, as in the field: the symptom, the export call, and the model's source."""
+    d = drill(which) if isinstance(which, str) else which
+    model, _, _ = d.build()
+    code = _code_without_docstrings(type(model))
+    text = f"What the user saw: {d.symptom}\n\nHow it was exported: {d.exported_with}\n\n{code}"
+    return Source(f"drill {d.name} ({d.track})", text)
+
+
+def _code_without_docstrings(cls: type) -> str:
+    """The class's code as the team wrote it, minus docstrings and comments (ours explain the answer)."""
+    import ast
+
+    tree = ast.parse(show_source(cls).code)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef)) and body and isinstance(body[0], ast.Expr) \
+                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.unparse(tree)
+
+
+def check(which: Drill | str, answer: str | None) -> Finding | None:
+    """Judge ``answer`` against what the real tools report for the drill; print the verdict and the evidence.
+
+    With ``answer=None`` it only asks for an answer: nothing is investigated, nothing revealed. A wrong
+    answer is reported, never raised, so a notebook runs on whatever the learner wrote.
+    """
+    d = drill(which) if isinstance(which, str) else which
+    if answer is None:
+        print(f"No answer yet for drill '{d.name}': set it to one of the answers listed above, then run this cell "
+              "again.")
+        return None
+    if answer not in ANSWERS:
+        print(f"{answer!r} is not one of the answers: " + "; ".join(repr(a) for a in ANSWERS))
+        return None
+    finding = investigate(d)
+    mark = "✓ right" if answer == finding.answer else f"✗ not this time — you said {answer!r}"
+    print(f"the tools say: {finding.answer} — {mark}")
+    print("\n".join(f"  · {e}" for e in finding.evidence))
+    print(f"  fix: {finding.fix}")
+    return finding
+
+
+# ----- the camera scenario ------------------------------------------------------------------------
+def run_on_device(pte: str | Path, args: tuple[Any, ...], method: str = "forward") -> tuple[Any, list[str]]:
+    """Load a ``.pte`` file with the ExecuTorch runtime bindings and run ``method`` as the app would.
+
+    Returns ``(outputs or None, the runtime's log lines)``; nothing from exportlab sits in between.
+    """
+    from executorch.runtime import Runtime
+
+    with captured_output() as log:
+        program = Runtime.get().load_program(Path(pte))
+        try:  # copy the outputs: they live in the program's memory, which goes away with it
+            outputs = [o.clone() if isinstance(o, torch.Tensor) else o
+                       for o in program.load_method(method).execute(list(args))]
+        except RuntimeError:
+            outputs = None
+    return outputs, runtime_log_lines(log.getvalue())
+
+
+CAMERA_SIZES = ((48, 64), (64, 64))  # what the fleet's cameras deliver, after the app's downscale
+
+
+def camera_options() -> dict[str, tuple[PteArtifact, Callable[[torch.Tensor], tuple[torch.Tensor, str]]]]:
+    """The three deliberate choices for the camera drill, built on the real pipeline.
+
+    Each maps a name to ``(artifact, prepare)`` where ``prepare(frame)`` returns the input the app
+    passes and the method it calls.
+    """
+    from ..host import letterbox
+
+    model, static, _ = shapes.vision_program()
+    bounded = lower(model, (shapes.camera_frame(64, 64),),
+                    dynamic_shapes={"x": {2: Dim("height", min=32, max=128), 3: Dim("width", min=32, max=128)}})
+    buckets = lower_methods({f"frame_{h}x{w}": (model, (shapes.camera_frame(h, w),)) for h, w in CAMERA_SIZES})
+    return {
+        "normalize on the host (letterbox → 64×64)": (static, lambda f: (letterbox(f, shapes.VISION_SIZE), "forward")),
+        "bounded Dims (height, width ∈ 32..128)": (bounded, lambda f: (f, "forward")),
+        "buckets (one method per camera size)": (buckets, lambda f: (f, f"frame_{f.shape[2]}x{f.shape[3]}")),
+    }
+
+
+def compare_options(options: dict[str, Any], frames: list[torch.Tensor]) -> list[dict[str, Any]]:
+    """For each option: does every device frame run, does it match eager on what the app passes, and
+    what does it cost (delegated coverage, planned arena, ``.pte`` bytes)."""
+    model = models.TinyVision()
+    rows = []
+    for name, (artifact, prepare) in options.items():
+        ok = True
+        for frame in frames:
+            args, method = prepare(frame)
+            row = check_one(model, artifact, (args,), method=method)
+            ok = ok and row.status == "match" and row.within_contract
+        methods = artifact.methods
+        d = [artifact.delegation(m) for m in methods]
+        rows.append({
+            "option": name, "all device frames match eager": ok,
+            "delegated": f"{sum(x.delegated_nodes for x in d)}/{sum(x.delegated_nodes + x.portable_nodes for x in d)}",
+            "arena bytes (largest method)": max(artifact.planned_memory_bytes(m) for m in methods),
+            ".pte bytes": artifact.nbytes})
+    return rows
+
+
+def run_ci_example(path: str | Path, config: str | None = None) -> dict[str, Any]:
+    """Run the copyable export-CI test file with pytest, in this process; return outcome counts and the
+    failed tests' names.
+
+    With ``config``, a copy of the file whose CONFIG section is replaced by ``config`` is run instead
+    (how a drill's model is replayed through the same test).
+    """
+    import tempfile
+
+    import pytest
+
+    class Count:
+        def __init__(self) -> None:
+            self.outcomes: dict[str, int] = {}
+            self.failed: list[str] = []
+
+        def pytest_runtest_logreport(self, report):  # noqa: ANN001 - pytest hook
+            if report.when == "call" or report.outcome != "passed":
+                self.outcomes[report.outcome] = self.outcomes.get(report.outcome, 0) + 1
+                if report.outcome == "failed":
+                    self.failed.append(report.nodeid.split("::", 1)[-1])
+
+    source = Path(path).read_text()
+    with tempfile.TemporaryDirectory() as tmp:
+        target = Path(path)
+        if config is not None:
+            start = source.index("# ===== CONFIG")
+            start = source.index("\n", start) + 1
+            end = source.index("# =====", start)
+            target = Path(tmp) / f"test_export_ci_{abs(hash(config)) % 10**8}.py"
+            target.write_text(source[:start] + config.strip() + "\n" + source[end:])
+        counter = Count()
+        with captured_output():
+            # no:nbval — the notebook plugin is not needed here, and importing it (nbformat, jsonschema) costs seconds
+            code = pytest.main([str(target), "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "-p", "no:nbval"],
+                               plugins=[counter])
+    return {"exit code": int(code), **counter.outcomes, "failed tests": counter.failed}
+
+
+# ----- the drills ------------------------------------------------------------------------------
+def _g(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def _camera() -> tuple[nn.Module, tuple[Any, ...], Any]:
+    model, _, example = shapes.vision_program()
+    return model, (example,), None
+
+
+def _one_frame_clip() -> tuple[nn.Module, tuple[Any, ...], Any]:
+    return models.ShapeBranch(), (torch.randn(1, 8, 4, generator=_g(1)),), {"x": {1: Dim("frames", min=1, max=16)}}
+
+
+def _flag() -> tuple[nn.Module, tuple[Any, ...], Any]:
+    return models.ConfigBranch(use_residual=True), (torch.randn(2, 4, generator=_g(2)),), None
+
+
+def _steps() -> tuple[nn.Module, tuple[Any, ...], Any]:
+    return models.ScalarRepeat(), (torch.randn(2, 4, generator=_g(3)), 3), None
+
+
+def _any_size() -> tuple[nn.Module, tuple[Any, ...], Any]:
+    model, _, example, dynamic = shapes.segmenter_program(max_side=128)
+    return model, (example,), dynamic
+
+
+def _bounded_camera() -> tuple[nn.Module, tuple[Any, ...], Any]:
+    model, _, example = shapes.vision_program()
+    return model, (example,), {"x": {2: Dim("height", min=32, max=128), 3: Dim("width", min=32, max=128)}}
+
+
+def _no_max() -> tuple[nn.Module, tuple[Any, ...], Any]:
+    return models.ShapeBranch(), (torch.randn(1, 8, 4, generator=_g(16)),), {"x": {1: Dim("frames", min=2)}}
+
+
+DRILLS: list[Drill] = [
+    Drill("sign_router", "The nightly export job stops with a traceback before any .pte is written.",
+          "torch.export.export(ScaleOrShift(), (torch.randn(2, 4),))",
+          lambda: (models.ScaleOrShift(), (torch.randn(2, 4, generator=_g(5)),), None),
+          lambda: (torch.randn(2, 4, generator=_g(6)),), "data-dependent control flow", track="control flow"),
+    Drill("one_frame", "Audio clips of 2 to 16 frames get sensible scores on the phone; a one-frame clip gets NaN.",
+          "helpers.lower(ShapeBranch(), (clip_of_8_frames,), dynamic_shapes={'x': {1: Dim('frames', min=1, max=16)}})",
+          _one_frame_clip, lambda: (torch.randn(1, 1, 4, generator=_g(7)),), "silent specialization"),
+    Drill("flag", "The team switched use_residual off in the app's configuration; the phone's scores did not change.",
+          "helpers.lower(ConfigBranch(use_residual=True), (torch.randn(2, 4),))  # the training repo's setting",
+          _flag, lambda: (torch.randn(2, 4, generator=_g(8)),), "silent specialization",
+          reference=lambda: models.ConfigBranch(use_residual=False), track="control flow"),
+    Drill("batch_gate", "Exporting with a dynamic batch stops with an error; with a fixed batch of 8 it exported fine.",
+          "torch.export.export(BatchGate(), (torch.randn(8, 4),), dynamic_shapes={'x': {0: Dim('batch', min=1, "
+          "max=16)}})",
+          lambda: (BatchGate(), (torch.randn(8, 4, generator=_g(9)),), {"x": {0: Dim("batch", min=1, max=16)}}),
+          lambda: (torch.randn(3, 4, generator=_g(10)),), "guard on a dynamic dimension"),
+    Drill("steps", "The app calls the model with steps=5 and its log shows an error; the notebook used steps=3.",
+          "helpers.lower(ScalarRepeat(), (torch.randn(2, 4), 3))",
+          _steps, lambda: (torch.randn(2, 4, generator=_g(11)), 5), "input outside the export contract",
+          track="control flow"),
+    Drill("median", "torch.export.export succeeds; the next build step, lowering for the phone, stops with an error.",
+          "helpers.lower(MedianPool(), (torch.randn(2, 5, 4),))",
+          lambda: (MedianPool(), (torch.randn(2, 5, 4, generator=_g(12)),), None),
+          lambda: (torch.randn(2, 5, 4, generator=_g(13)),), "unsupported operator", track="control flow"),
+    Drill("any_size", "Height and width were made dynamic so that any frame works. Scores are still right, but the "
+          "feature is several times slower on the phone than the previous build.",
+          "helpers.lower(TinySegmenter(), (frame_64x64,), dynamic_shapes={'x': {2: Dim('height', min=32, max=128), "
+          "3: Dim('width', min=32, max=128)}})",
+          _any_size, lambda: (shapes.camera_frame(48, 64),), "partial delegation"),
+    Drill("loop", "The export job fails on a refinement step that repeats until the output is large enough.",
+          "torch.export.export(WhileDouble(), (torch.rand(2, 4),))",
+          lambda: (models.WhileDouble(), (torch.rand(2, 4, generator=_g(14)),), None),
+          lambda: (torch.rand(2, 4, generator=_g(15)),), "data-dependent control flow", track="control flow"),
+    Drill("bounded_camera", "A reviewer asks whether the re-exported classifier is safe to ship; the camera delivers "
+          "48×64 frames.",
+          "helpers.lower(TinyVision(), (frame_64x64,), dynamic_shapes={'x': {2: Dim('height', min=32, max=128), "
+          "3: Dim('width', min=32, max=128)}})",
+          _bounded_camera, lambda: (shapes.camera_frame(48, 64),), "healthy"),
+    Drill("no_max", "Clips of up to 8 frames work on the phone; every 12-frame clip fails with an error in the log.",
+          "helpers.lower(ShapeBranch(), (clip_of_8_frames,), dynamic_shapes={'x': {1: Dim('frames', min=2)}})",
+          _no_max, lambda: (torch.randn(1, 12, 4, generator=_g(17)),), "input outside the export contract"),
+]
+
+
+# ----- every issue at once: draft_export ------------------------------------------------------------
+def draft_issues(model: nn.Module, example_args: tuple[Any, ...], dynamic_shapes: Any = None) -> tuple[Any, list[dict[str, str]]]:
+    """Run ``torch.export.draft_export`` and list every issue it found: its kind, the expression export
+    could not decide or had to guard, and the line of ``forward()`` where it happened.
+
+    Returns ``(draft program, issues)``. The draft program is *not* for shipping: where the trace needed
+    an answer, it took the example's, specialized, and inserted asserts.
+    """
+    import re
+
+    from .._quiet import draft_export_trace
+
+    with draft_export_trace(), captured_output(), torch.random.fork_rng(devices=[]):
+        program = torch.export.draft_export(model, tuple(example_args), dynamic_shapes=dynamic_shapes)
+    issues = []
+    for failure in program._report.failures:  # type: ignore[attr-defined]  # draft_export attaches its report
+        data = failure.data
+        names = {sym: re.sub(r"L\['(\w+)'\]\.size\(\)\[(\d+)\]", r"\1.shape[\2]", src)
+                 for sym, src in (data.get("symbol_to_sources") or {}).items()}
+        expression = str(data.get("expr", data.get("op", "")))
+        for sym, readable in names.items():
+            expression = re.sub(rf"\b{sym}\b", readable, expression)
+        stack = data.get("user_stack") or []
+        line = (stack[-1].get("loc", "") if stack else "").split("  #")[0].strip()
+        kind = {"GUARD_ADDED": "guard added", "DATA_DEPENDENT_ERROR": "data-dependent",
+                "MISSING_FAKE_KERNEL": "missing fake kernel", "MISMATCHED_FAKE_KERNEL": "mismatched fake kernel"}.get(
+            failure.failure_type.name, failure.failure_type.name)
+        issues.append({"kind": kind, "expression": expression, "line": line or "(no line of forward())"})
+    return program, issues
+
+
 # ----- predictions ----------------------------------------------------------------------------------
 def _batch_loop() -> tuple[str, str]:
-    from helpers.lessons import drills
-
-    drill = drills.Drill(
+    drill = Drill(
         "batch_loop", "A per-item loop exported with batch 3; the device sends 4 items.",
         "helpers.lower(BatchLoop(), (torch.randn(3, 4),))",
-        lambda: (M.BatchLoop(), (torch.randn(3, 4, generator=torch.Generator().manual_seed(20)),), None),
+        lambda: (models.BatchLoop(), (torch.randn(3, 4, generator=torch.Generator().manual_seed(20)),), None),
         lambda: (torch.randn(4, 4, generator=torch.Generator().manual_seed(21)),),
         "input outside the export contract", track="control flow")
-    finding = drills.investigate(drill)
+    finding = investigate(drill)
     return finding.answer, "\n".join(finding.evidence)
 
 
-def _answers() -> tuple[str, ...]:
-    from helpers.lessons.drills import ANSWERS
-
-    return ANSWERS
-
-
 QUESTIONS = [
-    Question("10.batch_loop", "10_diagnosis_drills",
+    Question("10.batch_loop", LESSON,
              "BatchLoop (a Python for over the batch) was exported with a batch of 3; the device sends a batch of 4. "
-             "Which diagnosis do the tools give?", _answers(), _batch_loop),
+             "Which diagnosis do the tools give?", ANSWERS, _batch_loop),
 ]
 
 
@@ -54,7 +473,7 @@ QUESTIONS = [
 MAX_PROBES = 400
 
 
-class _PositiveBranchOnly(M.ScaleOrShift):
+class _PositiveBranchOnly(models.ScaleOrShift):
     """ScaleOrShift with its sign test resolved at export: only the positive branch (a straight program)."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -69,29 +488,29 @@ def _probe_scenarios() -> list[dict[str, Any]]:
     pair = torch.randn(2, 4, generator=torch.Generator().manual_seed(42))
     positive = pair.abs() + 0.1  # the team's sample input happened to be positive
     return [
-        {"name": "one_frame", "broken": True, "example": clip, "dims": {1: (1, 16)}, "reference": M.ShapeBranch(),
+        {"name": "one_frame", "broken": True, "example": clip, "dims": {1: (1, 16)}, "reference": models.ShapeBranch(),
          "what": "ShapeBranch exported with Dim('frames', min=1, max=16)",
-         "art": lambda: lower(M.ShapeBranch(), (clip,), dynamic_shapes={"x": {1: Dim("frames", min=1, max=16)}}),
+         "art": lambda: lower(models.ShapeBranch(), (clip,), dynamic_shapes={"x": {1: Dim("frames", min=1, max=16)}}),
          "hint": "the bug hides at one size: probe every Dim at its min and max (and next to them)"},
-        {"name": "no_max", "broken": True, "example": clip, "dims": {1: (2, 16)}, "reference": M.ShapeBranch(),
+        {"name": "no_max", "broken": True, "example": clip, "dims": {1: (2, 16)}, "reference": models.ShapeBranch(),
          "what": "ShapeBranch promised 2..16 frames, exported with Dim('frames', min=2) (no max)",
-         "art": lambda: lower(M.ShapeBranch(), (clip,), dynamic_shapes={"x": {1: Dim("frames", min=2)}}),
+         "art": lambda: lower(models.ShapeBranch(), (clip,), dynamic_shapes={"x": {1: Dim("frames", min=2)}}),
          "hint": "a promised size the program cannot take shows only at the top of the range: probe each Dim's max"},
-        {"name": "flag", "broken": True, "example": pair, "dims": {}, "reference": M.ConfigBranch(use_residual=False),
+        {"name": "flag", "broken": True, "example": pair, "dims": {}, "reference": models.ConfigBranch(use_residual=False),
          "what": "ConfigBranch exported with use_residual=True; the app runs it with use_residual=False",
-         "art": lambda: lower(M.ConfigBranch(use_residual=True), (pair,)),
+         "art": lambda: lower(models.ConfigBranch(use_residual=True), (pair,)),
          "hint": "compare on inputs with real values; an all-zero input hides a missing `+ x`"},
-        {"name": "sign", "broken": True, "example": positive, "dims": {}, "reference": M.ScaleOrShift(),
+        {"name": "sign", "broken": True, "example": positive, "dims": {}, "reference": models.ScaleOrShift(),
          "what": "ScaleOrShift's positive branch baked into a straight program; eager branches on the sign",
          "art": lambda: lower(_PositiveBranchOnly(), (positive,)),
          "hint": "a branch on the values shows only with inputs on both sides of it: vary the values' signs"},
         {"name": "frames, correct", "broken": False, "example": clip, "dims": {1: (2, 16)},
-         "reference": M.ShapeBranch(), "what": "ShapeBranch exported with Dim('frames', min=2, max=16)",
-         "art": lambda: lower(M.ShapeBranch(), (clip,), dynamic_shapes={"x": {1: Dim("frames", min=2, max=16)}}),
+         "reference": models.ShapeBranch(), "what": "ShapeBranch exported with Dim('frames', min=2, max=16)",
+         "art": lambda: lower(models.ShapeBranch(), (clip,), dynamic_shapes={"x": {1: Dim("frames", min=2, max=16)}}),
          "hint": "only probes inside the contract are compared; outside it, refusing is the host check's job"},
-        {"name": "sign, correct", "broken": False, "example": positive, "dims": {}, "reference": M.ScaleOrShift(),
+        {"name": "sign, correct", "broken": False, "example": positive, "dims": {}, "reference": models.ScaleOrShift(),
          "what": "ScaleOrShiftWhere (torch.where, both branches) against eager ScaleOrShift",
-         "art": lambda: lower(M.ScaleOrShiftWhere(), (positive,)),
+         "art": lambda: lower(models.ScaleOrShiftWhere(), (positive,)),
          "hint": "only probes inside the contract are compared"},
     ]
 

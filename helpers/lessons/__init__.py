@@ -1,7 +1,8 @@
 """The lessons' own material: ``NN_name.py``, one module per lesson, named like its notebook (its questions,
-exercises and interview cards; found by :mod:`helpers.course`), and modules several lessons share
-(``control_flow``, ``control_flow_fixes``, ``shapes``, ``bucketing``, ``drills``, ``doctor``: models, widgets,
-measurements).
+exercises, interview cards, and the models and widgets only it uses; found by :mod:`helpers.course`), and modules
+several lessons share (``control_flow``, ``control_flow_fixes``, ``shapes``, ``bucketing``: models, widgets,
+measurements). One exception: ``doctor``, lesson 11's gallery of models, keeps a name a learner can type, because
+the lesson runs them from the shell (``python -m helpers.doctor helpers.lessons.doctor:MedianCenter …``).
 
 Building blocks of the whole course live one level up (``helpers.models``, ``helpers.widgets``, ``helpers.plots``).
 

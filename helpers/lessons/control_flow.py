@@ -7,8 +7,7 @@ What lives here (and only here):
   :class:`BatchGate`, :class:`SortValues`, :class:`Triage`), each a trap the lesson springs;
 - :func:`show_export_error` / :func:`quiet_lower`: the real error or the real program, with
   nothing machine-specific printed (see the module-level note below);
-- :class:`DivergenceExplorer` and :func:`widget_demo`: lesson 01's widget. Four traps, each
-  lowered once (cached); an interaction runs eager and the ``.pte`` and shows the verdict.
+- (lesson 01's widget, the divergence explorer, lives in its lesson module: ``course.lesson(1)``.)
 
 Note on noise: a failed ``torch.export`` prints its partial graph (with absolute file paths) to
 ``sys.stderr``, and ``torch.export._trace`` logs an ERROR line with a timestamp for some
@@ -31,21 +30,18 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.export import Dim
 
 import helpers
 from helpers import models as M
 from helpers.artifact import PteArtifact
 from helpers.models import seeded
 from helpers.parity import ParityRow, Probe
-from helpers.widgets import ParityExplorer
 
 __all__ = [
     "quiet_lower", "quiet_lower_methods", "show_export_error", "tidy_graph", "forward_source", "source_and_graph", "SourceAndGraph",
     "CountedMean", "CountedMeanVectorized", "BatchLoopVectorized", "MedianCenter", "BatchGate", "BatchGateCond",
     "SortValues", "Triage", "ValidMean", "ValidMeanChecked", "ScaleOrShiftChecked", "value_probes", "shifted",
-    "CompileVsExport", "compile_vs_export", "DraftExportResult", "draft_export_decisions", "verdict_line", "branch_sides", "DivergenceExplorer", "Trap", "build_traps",
-    "widget_demo", "VALUE_KINDS",
+    "CompileVsExport", "compile_vs_export", "DraftExportResult", "draft_export_decisions", "verdict_line", "branch_sides",
 ]
 
 
@@ -379,170 +375,3 @@ def branch_sides(probes: list[Probe], predicate: Callable[..., bool]) -> dict[st
             continue
         counts["true" if side else "false"] += 1
     return counts
-
-
-# ----- lesson 01's widget: a divergence explorer ---------------------------------------------------
-VALUE_KINDS = ("positive", "negative", "zeros")
-
-
-def _values(shape: tuple[int, ...], kind: str) -> torch.Tensor:
-    base = torch.randn(shape, generator=torch.Generator().manual_seed(7))
-    if kind == "zeros":
-        return torch.zeros(shape)
-    magnitude = base.abs() + 0.1
-    return magnitude if kind == "positive" else -magnitude
-
-
-@dataclass
-class Trap:
-    """One silently specialized model, lowered once, and how the controls turn into its inputs."""
-
-    name: str
-    model: nn.Module
-    artifact: PteArtifact
-    exported_as: str
-    make_args: Callable[[str, int, int], tuple[Any, ...]]
-    explain: Callable[[ParityRow, int, bool, int], str]
-
-
-FRAMES = Dim("frames", min=1, max=8)
-
-
-def _explain_shape(row: ParityRow, size: int, flag: bool, scalar: int) -> str:
-    if row.status == "diverge":
-        return ("frames = 1 is inside the declared range, but export decided `x.shape[1] > 1` once, while "
-                "tracing, and kept no guard: the .pte normalises a single frame (its std is NaN); eager skips it.")
-    if row.status == "refused":
-        return ("an empty clip is below the Dim's min (1). The runtime would not check that, and on a delegated "
-                "program with a dynamic axis an empty input is undefined behaviour, so it is refused on the host.")
-    if row.status == "rejected":
-        return f"frames = {size} is above the Dim's max (8): the memory plan has no room for it."
-    if not row.within_contract:
-        return f"frames = {size} is below the Dim's min (1); the device runtime does not check min."
-    return f"frames = {size}: both sides normalise over time, as the recorded graph does."
-
-
-def _explain_flag(row: ParityRow, size: int, flag: bool, scalar: int) -> str:
-    if row.status == "rejected":
-        return f"exported at batch 2, a static size: the runtime refuses batch {size}."
-    if row.status == "diverge":
-        return ("the app now says use_residual=False, but the .pte was exported with True: the `+ x` is in the "
-                "graph for good, and nothing checks the flag.")
-    if not flag:
-        return ("the flag differs, yet the numbers agree: with x = 0 the residual adds nothing. One sample "
-                "proves nothing; try another sign.")
-    return "use_residual=True, as at export: eager and the .pte run the same graph."
-
-
-def _explain_scalar(row: ParityRow, size: int, flag: bool, scalar: int) -> str:
-    if row.status == "rejected":
-        return (f"steps={scalar}: export baked steps=2 into the program (the loop is unrolled twice); the runtime "
-                "compares the scalar you pass with the baked value and refuses another.")
-    return "steps=2, the value export baked in."
-
-
-def _explain_loop(row: ParityRow, size: int, flag: bool, scalar: int) -> str:
-    if row.status == "rejected":
-        return f"the loop was unrolled for batch 3 and the batch made static: batch {size} is refused."
-    return "batch 3: the unrolled loop has exactly one copy per row."
-
-
-def build_traps() -> dict[str, Trap]:
-    """The four traps of lesson 01, each lowered (or loaded from the cache) once."""
-    shape = M.ShapeBranch()
-    flag = M.ConfigBranch(use_residual=True)
-    scalar = M.ScalarRepeat()
-    loop = M.BatchLoop()
-    return {
-        "shape if": Trap(
-            "shape if", shape,
-            quiet_lower(shape, (_values((1, 4, 4), "positive"),), dynamic_shapes={"x": {1: FRAMES}}),
-            "ShapeBranch, x: [1, frames∈[1,8], 4], example frames=4",
-            lambda kind, size, steps: (_values((1, size, 4), kind),), _explain_shape),
-        "config flag": Trap(
-            "config flag", flag, quiet_lower(flag, (_values((2, 4), "positive"),)),
-            "ConfigBranch(use_residual=True), x: [2, 4]",
-            lambda kind, size, steps: (_values((size, 4), kind),), _explain_flag),
-        "Python scalar": Trap(
-            "Python scalar", scalar, quiet_lower(scalar, (_values((1, 4), "positive"), 2)),
-            "ScalarRepeat, x: [1, 4], steps=2",
-            lambda kind, size, steps: (_values((1, 4), kind), steps), _explain_scalar),
-        "loop over batch": Trap(
-            "loop over batch", loop, quiet_lower(loop, (_values((3, 4), "positive"),)),
-            "BatchLoop, x: [3, 4] (loop unrolled 3 times)",
-            lambda kind, size, steps: (_values((size, 4), kind),), _explain_loop),
-    }
-
-
-class DivergenceExplorer(ParityExplorer):
-    """Pick a trap, vary the input, the app's config flag and the scalar: eager vs the cached ``.pte``.
-
-    Controls: ``trap``, ``values`` (positive / negative / zeros), ``size`` (batch, or frames for
-    the shape trap), ``flag`` (``use_residual`` as the app's config says now) and ``steps`` (the
-    Python scalar). Every interaction reuses the already-lowered program of the chosen trap.
-    """
-
-    def __init__(self, traps: dict[str, Trap] | None = None):
-        import ipywidgets as w
-
-        self.traps = traps if traps is not None else build_traps()
-        self._flipped = M.ConfigBranch(use_residual=False)  # same seed, same weights, other flag
-        self.exported = w.HTML()
-        controls = {
-            "trap": w.Dropdown(options=list(self.traps), value="shape if", description="trap"),
-            "values": w.ToggleButtons(options=list(VALUE_KINDS), value="positive", description="values",
-                                      style={"button_width": "auto"}),
-            "size": w.IntSlider(value=4, min=0, max=10, description="batch/frames"),
-            "flag": w.Checkbox(value=True, description="app config: use_residual"),
-            "steps": w.IntSlider(value=2, min=1, max=4, description="steps"),
-        }
-        first = self.traps["shape if"]
-        super().__init__(first.model, first.artifact, self._make_args, controls,
-                         title="Divergence explorer: four traps, each exported once", explain=self._explain,
-                         model_for=self._model_for)
-        self.widget.children = (self.widget.children[0], self.exported) + tuple(self.widget.children[1:])
-
-    def _trap(self, trap: str) -> Trap:
-        return self.traps[trap]
-
-    def _make_args(self, trap: str, values: str, size: int, flag: bool, steps: int) -> tuple[Any, ...]:
-        return self._trap(trap).make_args(values, size, steps)
-
-    def _model_for(self, trap: str, values: str, size: int, flag: bool, steps: int) -> nn.Module:
-        if trap == "config flag" and not flag:
-            return self._flipped
-        return self._trap(trap).model
-
-    def _explain(self, row: ParityRow, trap: str, values: str, size: int, flag: bool, steps: int) -> str:
-        return self._trap(trap).explain(row, size, flag, steps)
-
-    def refresh(self) -> ParityRow:
-        trap = self._trap(self.controls["trap"].value)
-        self.artifact = trap.artifact
-        if hasattr(self, "exported"):
-            self.exported.value = f"<small>.pte exported from: <code>{html.escape(trap.exported_as)}</code></small>"
-        return super().refresh()
-
-
-def widget_demo() -> tuple[DivergenceExplorer, list[tuple[dict[str, Any], str]]]:
-    """The explorer and interactions a learner might try, with the verdict each must show."""
-    explorer = DivergenceExplorer()
-    base = {"values": "positive", "size": 4, "flag": True, "steps": 2}
-
-    def at(**values: Any) -> dict[str, Any]:
-        return {**base, **values}
-
-    interactions = [
-        (at(trap="shape if", size=4), "match"),
-        (at(trap="shape if", size=1), "diverge"),
-        (at(trap="shape if", size=9), "rejected"),
-        (at(trap="config flag", size=2), "match"),
-        (at(trap="config flag", size=2, flag=False), "diverge"),
-        (at(trap="config flag", size=2, flag=False, values="zeros"), "match"),
-        (at(trap="config flag", size=3), "rejected"),
-        (at(trap="Python scalar", steps=2, values="negative"), "match"),
-        (at(trap="Python scalar", steps=3), "rejected"),
-        (at(trap="loop over batch", size=3), "match"),
-        (at(trap="loop over batch", size=4), "rejected"),
-    ]
-    return explorer, interactions

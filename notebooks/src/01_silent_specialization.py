@@ -18,7 +18,7 @@ import torch
 from torch.export import Dim
 
 import helpers
-from helpers import interview, models, questions
+from helpers import course, interview, models, questions
 from helpers.display import show_source
 from helpers.lessons import control_flow as cf
 
@@ -375,7 +375,7 @@ err = helpers.show_error(art_shape_fixed.run, torch.randn(1, 1, 4))
 # and an input where a wrong program still *matches*.
 
 # %%
-explorer = cf.DivergenceExplorer()
+explorer = course.lesson(1).DivergenceExplorer()  # this lesson's widget: helpers/lessons/01_silent_specialization.py
 explorer
 
 # %% [markdown]

@@ -23,9 +23,11 @@ import torch
 from torch.export import Dim
 
 import helpers
-from helpers import exercises, interview, models, plots, questions
+from helpers import course, exercises, interview, models, plots, questions
 from helpers.display import show_source
-from helpers.lessons import drills, shapes
+from helpers.lessons import shapes
+
+drills = course.lesson(10)  # this lesson's drills and tools: helpers/lessons/10_diagnosis_drills.py
 
 _ = torch.manual_seed(0)
 pd.set_option("display.max_colwidth", 80)
