@@ -5,6 +5,7 @@ exercise_support.py)."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -171,20 +172,24 @@ def input_shapes(pte_path):
 
 
 answer = input_shapes
-''', ("token_pool_two_inputs.pte", "[(1, 12), (1, 12)]", "more than one input")),
+''', ("two_inputs.pte", "more than one input")),
         WrongAnswer("the lesson's shape, hard-coded", "answer = lambda path: [(1, 3, 64, 64)]",
-                    ("token_pool_two_inputs.pte", "the file records")),
+                    ("two_inputs.pte", "not the shapes this file records")),
         WrongAnswer("the function called instead of passed", "answer = [(1, 3, 64, 64)]", ("is a list", "the function itself")),
     ],
     "07.bound_dim": [
         WrongAnswer("no max: ExecuTorch plans the example's 8 frames", 'answer = {"x": {1: Dim("frames", min=2)}}',
-                    ("a clip of 15 frames", "planned capacity")),
+                    ("a clip of 23 frames", "planned capacity")),
+        WrongAnswer("the lesson's range copied (2 to 16): the app's longer clips are refused",
+                    'answer = {"x": {1: Dim("frames", min=2, max=16)}}', ("a clip of 23 frames", "above the Dim's max")),
         WrongAnswer("max=64: the arena is over-provisioned", 'answer = {"x": {1: Dim("frames", min=2, max=64)}}',
-                    ("plans 64 frames", "1,632", "480")),
+                    ("plans 64 frames", "where 24 frames need")),
         WrongAnswer("Dim.AUTO", 'answer = {"x": {1: Dim.AUTO}}', ("frames", "planned capacity")),
-        WrongAnswer("min=3: two-frame clips refused", 'answer = {"x": {1: Dim("frames", min=3, max=16)}}',
-                    ("a clip of 2 frames", "below the Dim's minimum")),
-        WrongAnswer("the wrong argument name", 'answer = {"clip": {1: Dim("frames", min=2, max=16)}}', ("['x']",)),
+        WrongAnswer("min=5: the app's four-frame clips refused", 'answer = {"x": {1: Dim("frames", min=5, max=24)}}',
+                    ("a clip of 4 frames", "below the Dim's minimum")),
+        WrongAnswer("min=1: a one-frame clip inside the contract", 'answer = {"x": {1: Dim("frames", min=1, max=24)}}',
+                    ("one-frame clip is inside your contract",)),
+        WrongAnswer("the wrong argument name", 'answer = {"clip": {1: Dim("frames", min=2, max=24)}}', ("['x']",)),
     ],
     "07.derived_dim": [
         WrongAnswer("a derived Dim whose max stops at 32", 'answer = {"x": {1: 4 * Dim("chunks", min=2, max=8)}}',
@@ -355,7 +360,28 @@ def test_gate_probes_include_mixed_signs_on_both_sides():
 
 @pytest.mark.parametrize("exercise", TRACK, ids=lambda e: e.id)
 def test_a_cached_check_is_fast(exercise):
-    exercise.check(exercise.solution)  # builds (or loads) every program the check needs
+    for _ in range(3):  # builds (or loads) every program the check needs (06.read_signature: three sets of files)
+        exercise.check(exercise.solution)
     start = time.perf_counter()
     assert exercise.check(exercise.solution).passed
     assert time.perf_counter() - start < 2.0, f"{exercise.id}: a cached check took {time.perf_counter() - start:.1f} s"
+
+
+def test_read_signature_shows_no_true_shape_and_its_files_change_from_check_to_check(tmp_path):
+    """06.read_signature: what the feedback prints cannot be memorised, and a lookup by file fails on the next check."""
+    lesson = course.lesson(6)
+    truths = []
+    for i, variant in enumerate(lesson.SIGNATURE_VARIANTS):
+        folder = tmp_path / str(i)
+        folder.mkdir()
+        truths.append({name: truth for name, (_, truth) in lesson._signature_files(folder, variant).items()})
+    for name in truths[0]:
+        assert len({str(t[name]) for t in truths}) == len(truths), name  # every file differs between checks
+    exercise = exercises.get("06.read_signature")
+    for guess in ([(1, 3, 64, 64)], [(1, 12), (1, 12)], [(7, 7)]):
+        feedback = exercise.check(lambda path, guess=guess: guess).feedback
+        shown = [str(shape) for t in truths for shapes in t.values() for shape in shapes if shape not in guess]
+        assert not [s for s in shown if s in feedback], feedback  # only the learner's own answer is quoted
+    table = truths[0]  # what one check's files recorded, looked up by file name on the next checks
+    grades = [exercise.check(lambda path: table[Path(path).name]).passed for _ in lesson.SIGNATURE_VARIANTS]
+    assert grades.count(True) <= 1, grades

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -87,20 +88,27 @@ QUESTIONS = [
 
 
 # ----- exercises ------------------------------------------------------------------------------------
-def _signature_files(folder: Path) -> dict[str, tuple[Path, list[tuple[int, ...]]]]:
+# Each check builds its files from the next of these (static frame side, token length, dynamic max height and
+# width), so what one check's files record is not what the next check's record: an answer that looks shapes up
+# by file instead of reading them fails. (Three, so a lesson's checks reuse cached programs after the first three.)
+SIGNATURE_VARIANTS = ((64, 12, 96, 128), (48, 20, 80, 112), (80, 8, 112, 96))
+_CHECKS = itertools.count()
+
+
+def _signature_files(folder: Path, variant: tuple[int, int, int, int]) -> dict[str, tuple[Path, list[tuple[int, ...]]]]:
     """Three real programs, saved as .pte files, with the input shapes their MethodMeta records."""
     from helpers.lessons import shapes
 
+    side, length, max_height, max_width = variant
     vision = M.TinyVision()
-    static = lower(vision, (shapes.camera_frame(64, 64),))
+    static = lower(vision, (shapes.camera_frame(side, side),))
     tokens = M.TokenPool()
-    ids = torch.randint(0, 32, (1, 12), generator=torch.Generator().manual_seed(6))
-    pair = lower(tokens, (ids, torch.ones(1, 12)))
-    hw = {"x": {2: Dim("height", min=32, max=96), 3: Dim("width", min=32, max=128)}}
+    ids = torch.randint(0, 32, (1, length), generator=torch.Generator().manual_seed(6))
+    pair = lower(tokens, (ids, torch.ones(1, length)))
+    hw = {"x": {2: Dim("height", min=32, max=max_height), 3: Dim("width", min=32, max=max_width)}}
     dynamic = lower(vision, (shapes.camera_frame(64, 64),), dynamic_shapes=hw)
     files = {}
-    for name, art in (("tiny_vision_64x64.pte", static), ("token_pool_two_inputs.pte", pair),
-                      ("tiny_vision_dynamic_hw.pte", dynamic)):
+    for name, art in (("one_input.pte", static), ("two_inputs.pte", pair), ("dynamic_input.pte", dynamic)):
         shapes_read = art.runtime_input_shapes()
         assert all(s is not None for s in shapes_read), name  # tensor inputs only
         files[name] = (art.save(folder / name), [tuple(s) for s in shapes_read if s is not None])
@@ -148,8 +156,9 @@ def _grade_read_signature(answer: Any) -> list[Verdict]:
     if not verdicts[0].passed:
         return verdicts
     criterion = "returns every input's shape, as the .pte records it, for every file"
+    variant = SIGNATURE_VARIANTS[next(_CHECKS) % len(SIGNATURE_VARIANTS)]
     with tempfile.TemporaryDirectory() as tmp, _programs_kept_alive():
-        files = _signature_files(Path(tmp))
+        files = _signature_files(Path(tmp), variant)
         for name, (path, truth) in files.items():
             try:
                 got = answer(str(path))
@@ -160,8 +169,8 @@ def _grade_read_signature(answer: Any) -> list[Verdict]:
                 return verdicts
             shapes = _as_shapes(got)
             if shapes != truth:
-                verdicts.append(Verdict(criterion, False, f"on {name}: your function returned {got!r}; the file records "
-                                        f"{truth}", _signature_hint(shapes, truth)))
+                verdicts.append(Verdict(criterion, False, f"on {name}: your function returned {got!r}, not the shapes "
+                                        "this file records", _signature_hint(shapes, truth)))
                 return verdicts
     verdicts.append(Verdict(criterion, True, "3 files: one static input, two inputs, a dynamic input (its max shape)"))
     return verdicts

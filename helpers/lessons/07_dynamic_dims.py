@@ -123,6 +123,7 @@ QUESTIONS = [
 
 # ----- exercises ------------------------------------------------------------------------------------
 _CLIP = (1, 8, 4)  # the example clip: 8 frames of 4 features
+APP_FRAMES = (4, 24)  # the clips the app records: 4 to 24 frames (not the lesson's 2 to 16)
 
 
 def _clip(frames: int, kind: str = "random", seed: int = 0) -> torch.Tensor:
@@ -141,10 +142,12 @@ def _grade_bound_dim(answer: Any) -> list[Verdict]:
     if art is None:
         return verdicts
     probes = [Probe(f"a clip of {n} frames ({kind} values)", (_clip(n, kind),))
-              for n in (2, 3, 8, 15, 16) for kind in ("random", "positive", "large")]
+              for n in (APP_FRAMES[0], APP_FRAMES[0] + 1, 8, APP_FRAMES[1] - 1, APP_FRAMES[1])
+              for kind in ("random", "positive", "large")]
     verdicts.append(parity(reference, art, probes, run=host_run(art),
-                           criterion="clips of 2–16 frames pass the host check, run and match eager", hint=(
-                               "every length from 2 to 16 must be inside the contract, and the memory plan must "
+                           criterion=f"the app's clips ({APP_FRAMES[0]}–{APP_FRAMES[1]} frames) pass the host check, "
+                                     "run and match eager", hint=(
+                               "every length the app sends must be inside the contract, and the memory plan must "
                                "hold the longest clip: what does ExecuTorch plan for an axis without a max?")))
     if not verdicts[-1].passed:
         return verdicts
@@ -164,24 +167,26 @@ def _grade_bound_dim(answer: Any) -> list[Verdict]:
     verdicts.append(Verdict("a one-frame clip is outside the contract (refused on the host)", True,
                             f"run() refuses it: {words.split('. Fix')[0]}"))
     axis = art.input_contract().inputs[0].axes[1]
-    needed = lower(reference, (_clip(8),), dynamic_shapes={"x": {1: Dim("frames", min=2, max=16)}})
-    if axis.planned is None or axis.planned > 16:
+    longest = APP_FRAMES[1]
+    needed = lower(reference, (_clip(8),), dynamic_shapes={"x": {1: Dim("frames", min=2, max=longest)}})
+    if axis.planned is None or axis.planned > longest:
         verdicts.append(Verdict(
-            "the memory plan holds 16 frames, not more", False,
-            f"your program plans {axis.planned} frames: an arena of {art.planned_memory_bytes():,} bytes, where 16 frames "
-            f"need {needed.planned_memory_bytes():,}",
+            f"the memory plan holds {longest} frames, not more", False,
+            f"your program plans {axis.planned} frames: an arena of {art.planned_memory_bytes():,} bytes, where "
+            f"{longest} frames need {needed.planned_memory_bytes():,}",
             "the arena is planned for the Dim's max and held on every call: make the max the longest clip the app sends"))
         return verdicts
-    verdicts.append(Verdict("the memory plan holds 16 frames, not more", True,
+    verdicts.append(Verdict(f"the memory plan holds {longest} frames, not more", True,
                             f"arena {art.planned_memory_bytes():,} bytes for at most {axis.planned} frames"))
     return verdicts
 
 
 def solve_bound_dim() -> Any:
     """The solution of 07.bound_dim."""
-    # forward() only normalises when x.shape[1] > 1: export traced it with >= 2 frames, so that is the real minimum.
-    # The max is the longest clip the app sends: the arena is planned for it.
-    return {"x": {1: Dim("frames", min=2, max=16)}}
+    # forward() only normalises when x.shape[1] > 1: export traced it with >= 2 frames, so the graph holds from 2 on;
+    # the app's clips start at 4 (min=4 is right too). The max is the longest clip the app sends: the arena is
+    # planned for it.
+    return {"x": {1: Dim("frames", min=2, max=24)}}
 
 
 def _rows(length: int, kind: str = "random") -> torch.Tensor:
@@ -241,10 +246,11 @@ def solve_derived_dim() -> Any:
 EXERCISES = [
     Exercise(
         id="07.bound_dim", lesson=LESSON,
-        title="give ShapeBranch the frame range it really supports",
-        goal=("Write the dynamic_shapes for ShapeBranch (example: 8 frames) so that clips of 2 to 16 frames pass the "
-              "host check, run and match eager, a one-frame clip is outside the contract (refused on the host by "
-              "run, not silently run), and the memory plan holds 16 frames, not more."),
+        title="a frame range for the app's clips that ShapeBranch's graph really supports",
+        goal=("The app records clips of 4 to 24 frames. Write the dynamic_shapes for ShapeBranch (example: 8 frames) "
+              "so that every clip the app records passes the host check, runs and matches eager, a one-frame clip is "
+              "outside the contract (refused on the host by run, not silently run), and the memory plan holds the "
+              "longest clip, not more."),
         grade=_grade_bound_dim, solve=solve_bound_dim,
         context=lambda: {**base_context(), "ShapeBranch": M.ShapeBranch}, kind="dynamic_shapes"),
     Exercise(

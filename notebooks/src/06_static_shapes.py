@@ -260,8 +260,9 @@ err = helpers.show_error(artifact.run, camera)
 #
 # A colleague sends you `.pte` files and asks what shapes each one records. Write `input_shapes(pte_path)`: the
 # shape of **every** input of `forward`, read from the file with the runtime bindings, as a list of tuples (for a
-# dynamic input, the largest shape: what `MethodMeta` gives). The check runs your function on three real files it
-# builds (one input; two inputs; an input with dynamic height and width) and compares with what each file records.
+# dynamic input, the largest shape: what `MethodMeta` gives). The check builds three real files, with other shapes at
+# each check (one input; two inputs; an input with dynamic height and width), runs your function on each and compares
+# with what the file records.
 
 # %%
 # ✏️ Exercise 06.read_signature — edit this cell, then run the check below.

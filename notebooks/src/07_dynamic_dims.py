@@ -274,12 +274,12 @@ for row in loop_modes:
 # phone into a decision made at export time.
 
 # %% [markdown]
-# ### ✏️ Exercise 07.bound_dim: the range `ShapeBranch` really supports
+# ### ✏️ Exercise 07.bound_dim: a range for the app's clips that the graph really supports
 #
-# Write the `dynamic_shapes` for `ShapeBranch` (example: 8 frames) so that clips of 2 to 16 frames pass the host
-# check, run and match eager; a one-frame clip is **outside** the contract (so `run` refuses it instead of the
-# device running it); and the memory plan holds 16 frames, not more. The check exports, lowers and runs your
-# program, and compares it with `ShapeBranch` in eager mode.
+# Another app records clips of **4 to 24 frames**. Write the `dynamic_shapes` for `ShapeBranch` (example: 8 frames)
+# so that every clip it records passes the host check, runs and matches eager; a one-frame clip is **outside** the
+# contract (so `run` refuses it instead of the device running it); and the memory plan holds the longest clip, not
+# more. The check exports, lowers and runs your program, and compares it with `ShapeBranch` in eager mode.
 
 # %%
 # ✏️ Exercise 07.bound_dim — edit this cell, then run the check below.
