@@ -197,12 +197,18 @@ answer = input_shapes
         WrongAnswer("Dim.AUTO", 'answer = {"x": {1: Dim.AUTO}}', ("T=36", "planned capacity")),
     ],
     "08.arena_budget": [
-        WrongAnswer("max 64: the 96×96 frame is refused", '''
+        WrongAnswer("max 64: the 96×64 frame is refused", '''
 answer = {"x": {2: Dim("height", min=32, max=64), 3: Dim("width", min=32, max=64)}}
-''', ("96×96", "above the Dim's max")),
-        WrongAnswer("max 128: over budget", '''
-answer = {"x": {2: Dim("height", min=32, max=128), 3: Dim("width", min=32, max=128)}}
-''', ("655,424", "over")),
+''', ("96×64", "above the Dim's max")),
+        WrongAnswer("one square max read off the lesson's table (96): the 64×112 frame is refused", '''
+answer = {"x": {2: Dim("height", min=32, max=96), 3: Dim("width", min=32, max=96)}}
+''', ("64×112", "above the Dim's max")),
+        WrongAnswer("one square max large enough for both (112): over budget", '''
+answer = {"x": {2: Dim("height", min=32, max=112), 3: Dim("width", min=32, max=112)}}
+''', ("501,824", "over")),
+        WrongAnswer("the axes swapped (height 112, width 96)", '''
+answer = {"x": {2: Dim("height", min=32, max=112), 3: Dim("width", min=32, max=96)}}
+''', ("64×112", "above the Dim's max")),
         WrongAnswer("a static export", "answer = None", ("a dynamic_shapes dict",)),
     ],
     "09.pick_buckets": [
@@ -385,3 +391,23 @@ def test_read_signature_shows_no_true_shape_and_its_files_change_from_check_to_c
     table = truths[0]  # what one check's files recorded, looked up by file name on the next checks
     grades = [exercise.check(lambda path: table[Path(path).name]).passed for _ in lesson.SIGNATURE_VARIANTS]
     assert grades.count(True) <= 1, grades
+
+
+def test_probe_set_is_graded_on_scenarios_the_learner_did_not_see():
+    """10.probe_set: a probe list fitted to the scenarios one check names (their example sizes and bounds) fails the
+    next checks, which draw other examples and bounds; probes that follow (example, dims) pass every check."""
+    lesson = course.lesson(10)
+    assert len({(s["example"].shape, str(s["dims"])) for v in lesson.PROBE_SET_VARIANTS
+                for s in lesson._probe_scenarios(v)}) > len(lesson._probe_scenarios())
+
+    def fitted(example, dims):  # what the first check's scenarios needed: 1, 2 and 15, 16 frames; a batch of 2
+        g = torch.Generator().manual_seed(0)
+        if example.dim() == 3:
+            return [torch.randn(1, n, 4, generator=g) for n in (1, 2, 15, 16)]
+        base = torch.randn(2, 4, generator=g)
+        return [base, base.abs() + 0.1, -(base.abs() + 0.1)]
+
+    exercise = exercises.get("10.probe_set")
+    grades = [exercise.check(fitted) for _ in lesson.PROBE_SET_VARIANTS]
+    assert sum(g.passed for g in grades) <= 1, [g.feedback for g in grades]
+    assert all(exercise.check(exercise.solution).passed for _ in lesson.PROBE_SET_VARIANTS)

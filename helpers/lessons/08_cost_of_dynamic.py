@@ -91,8 +91,10 @@ QUESTIONS = [
 
 
 # ----- exercises ------------------------------------------------------------------------------------
-ARENA_BUDGET = 400 * 1024  # bytes the app can give this model's memory plan
-FLEET = ((48, 64), (64, 64), (96, 96))  # the frames the fleet's cameras deliver
+ARENA_BUDGET = 432 * 1024  # bytes the app can give this model's memory plan
+# The frames the fleet's cameras deliver (height × width). The tallest and the widest come from different cameras:
+# one square max for both axes (the lesson's table) is either too small for one of them or over the budget.
+FLEET = ((48, 64), (96, 64), (64, 112))
 
 
 def _grade_arena_budget(answer: Any) -> list[Verdict]:
@@ -125,9 +127,10 @@ def _grade_arena_budget(answer: Any) -> list[Verdict]:
 
 def solve_arena_budget() -> Any:
     """The solution of 08.arena_budget."""
-    # The arena is planned for the max of each Dim: make it the largest frame the fleet sends (96×96), not more.
+    # The arena is planned for the max of each Dim (it grows with max height × max width): give each axis the largest
+    # size the fleet sends on that axis, 96 tall and 112 wide, not one square size for both.
     height = Dim("height", min=32, max=96)
-    width = Dim("width", min=32, max=96)
+    width = Dim("width", min=32, max=112)
     return {"x": {2: height, 3: width}}
 
 

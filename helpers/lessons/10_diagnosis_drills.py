@@ -15,6 +15,7 @@ Also here: :func:`draft_issues` (every issue ``torch.export.draft_export`` finds
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -480,20 +481,28 @@ class _PositiveBranchOnly(models.ScaleOrShift):
         return self.a(x)
 
 
-def _probe_scenarios() -> list[dict[str, Any]]:
+# Each check draws its scenarios from the next of these (example frames, the app's promised max frames, batch of the
+# fixed-shape models), so a probe list fitted to the scenarios one check names fails on the next: the probes must
+# follow the example and the dims they are given. (Three, so the programs are cached after the first three checks.)
+PROBE_SET_VARIANTS = ((8, 16, 2), (6, 12, 3), (10, 20, 1))
+_PROBE_SET_CHECKS = itertools.count()
+
+
+def _probe_scenarios(variant: tuple[int, int, int] = PROBE_SET_VARIANTS[0]) -> list[dict[str, Any]]:
     """Programs the probe set runs against: four broken ones (each with an in-contract bug) and two correct ones.
 
     ``dims`` is what the app promises (axis → (min, max)), which is what the learner's probes get."""
-    clip = torch.randn(1, 8, 4, generator=torch.Generator().manual_seed(41))
-    pair = torch.randn(2, 4, generator=torch.Generator().manual_seed(42))
+    frames, hi, batch = variant
+    clip = torch.randn(1, frames, 4, generator=torch.Generator().manual_seed(41))
+    pair = torch.randn(batch, 4, generator=torch.Generator().manual_seed(42))
     positive = pair.abs() + 0.1  # the team's sample input happened to be positive
     return [
-        {"name": "one_frame", "broken": True, "example": clip, "dims": {1: (1, 16)}, "reference": models.ShapeBranch(),
-         "what": "ShapeBranch exported with Dim('frames', min=1, max=16)",
-         "art": lambda: lower(models.ShapeBranch(), (clip,), dynamic_shapes={"x": {1: Dim("frames", min=1, max=16)}}),
+        {"name": "one_frame", "broken": True, "example": clip, "dims": {1: (1, hi)}, "reference": models.ShapeBranch(),
+         "what": f"ShapeBranch exported with Dim('frames', min=1, max={hi})",
+         "art": lambda: lower(models.ShapeBranch(), (clip,), dynamic_shapes={"x": {1: Dim("frames", min=1, max=hi)}}),
          "hint": "the bug hides at one size: probe every Dim at its min and max (and next to them)"},
-        {"name": "no_max", "broken": True, "example": clip, "dims": {1: (2, 16)}, "reference": models.ShapeBranch(),
-         "what": "ShapeBranch promised 2..16 frames, exported with Dim('frames', min=2) (no max)",
+        {"name": "no_max", "broken": True, "example": clip, "dims": {1: (2, hi)}, "reference": models.ShapeBranch(),
+         "what": f"ShapeBranch promised 2..{hi} frames, exported with Dim('frames', min=2) (no max)",
          "art": lambda: lower(models.ShapeBranch(), (clip,), dynamic_shapes={"x": {1: Dim("frames", min=2)}}),
          "hint": "a promised size the program cannot take shows only at the top of the range: probe each Dim's max"},
         {"name": "flag", "broken": True, "example": pair, "dims": {}, "reference": models.ConfigBranch(use_residual=False),
@@ -504,9 +513,9 @@ def _probe_scenarios() -> list[dict[str, Any]]:
          "what": "ScaleOrShift's positive branch baked into a straight program; eager branches on the sign",
          "art": lambda: lower(_PositiveBranchOnly(), (positive,)),
          "hint": "a branch on the values shows only with inputs on both sides of it: vary the values' signs"},
-        {"name": "frames, correct", "broken": False, "example": clip, "dims": {1: (2, 16)},
-         "reference": models.ShapeBranch(), "what": "ShapeBranch exported with Dim('frames', min=2, max=16)",
-         "art": lambda: lower(models.ShapeBranch(), (clip,), dynamic_shapes={"x": {1: Dim("frames", min=2, max=16)}}),
+        {"name": "frames, correct", "broken": False, "example": clip, "dims": {1: (2, hi)},
+         "reference": models.ShapeBranch(), "what": f"ShapeBranch exported with Dim('frames', min=2, max={hi})",
+         "art": lambda: lower(models.ShapeBranch(), (clip,), dynamic_shapes={"x": {1: Dim("frames", min=2, max=hi)}}),
          "hint": "only probes inside the contract are compared; outside it, refusing is the host check's job"},
         {"name": "sign, correct", "broken": False, "example": positive, "dims": {}, "reference": models.ScaleOrShift(),
          "what": "ScaleOrShiftWhere (torch.where, both branches) against eager ScaleOrShift",
@@ -530,7 +539,8 @@ def _grade_probe_set(answer: Any) -> list[Verdict]:
     verdicts = [function_answer(answer, "probes")]
     if not verdicts[0].passed:
         return verdicts
-    for scenario in _probe_scenarios():
+    variant = PROBE_SET_VARIANTS[next(_PROBE_SET_CHECKS) % len(PROBE_SET_VARIANTS)]
+    for scenario in _probe_scenarios(variant):
         example, dims = scenario["example"], scenario["dims"]
         try:
             made = answer(example.clone(), dict(dims))

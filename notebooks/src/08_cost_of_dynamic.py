@@ -177,10 +177,10 @@ print(f"ratio: {big.planned_memory_bytes() / static_32.planned_memory_bytes():.0
 #
 # ### ✏️ Exercise 08.arena_budget: the whole fleet, within budget
 #
-# The fleet's cameras deliver 48×64, 64×64 and 96×96 frames, and the app can give this model's memory plan at most
-# 400 KiB (409,600 bytes). Write the `dynamic_shapes` for `TinySegmenter` (example: the 64×64 frame) so that every
-# fleet frame passes the host check, runs and matches eager, within that budget. The check builds your program and
-# reads its arena.
+# The fleet's cameras deliver 48×64, 96×64 and 64×112 frames (height × width), and the app can give this model's
+# memory plan at most 432 KiB (442,368 bytes). Write the `dynamic_shapes` for `TinySegmenter` (example: the 64×64
+# frame) so that every fleet frame passes the host check, runs and matches eager, within that budget. The check
+# builds your program and reads its arena.
 
 # %%
 # ✏️ Exercise 08.arena_budget — edit this cell, then run the check below.

@@ -286,8 +286,8 @@ questions.ask("10.batch_loop")
 # nothing fails on its own. Only a comparison with eager on the right inputs finds them. Write `probes(example, dims)`:
 # the inputs an export CI job feeds to the `.pte` and to eager. `example` is the single input tensor the model was
 # exported with; `dims` maps each dynamic axis to the `(min, max)` the app promises (`{}` when every axis is static).
-# The check runs your probes inside the contract on four broken programs and two correct ones: every bug must be
-# caught, and no correct program may raise a false alarm.
+# The check runs your probes inside the contract on four broken programs and two correct ones, with other example
+# sizes and bounds at each check: every bug must be caught, and no correct program may raise a false alarm.
 
 # %%
 # ✏️ Exercise 10.probe_set — edit this cell, then run the check below.
