@@ -104,8 +104,6 @@ class Exercise:
     ``solve`` is the solution as code: a function of the lesson's module that builds the answer and returns
     it (ruff and the type checker read it, the tests call it). What the solution button shows is its body,
     as a learner would write it in the starter cell: see :func:`solution_cell`.
-    (``solution_code``, text assigning ``answer``, is what the lessons not yet moved to ``helpers/lessons/NN_*``
-    still give instead.)
     """
 
     id: str
@@ -114,14 +112,9 @@ class Exercise:
     goal: str
     grade: Callable[[Any], list[Verdict]]
     context: Callable[[], dict[str, Any]]
-    solve: Callable[[], Any] | None = None
+    solve: Callable[[], Any]
     kind: str = "model"
     revisit: tuple[str, ...] = ()  # lessons that teach what the exercise needs (default: its own lesson)
-    solution_code: str = ""
-
-    def __post_init__(self) -> None:
-        if (self.solve is None) == (not self.solution_code):
-            raise ValueError(f"exercise {self.id}: give its solution as code (solve=…), once")
 
     @property
     def marker(self) -> str:
@@ -141,16 +134,12 @@ class Exercise:
     @property
     def solution_source(self) -> str:
         """The solution as the learner would type it in the starter cell (it assigns ``answer``)."""
-        if self.solve is not None:
-            return solution_cell(self.solve)
-        return textwrap.dedent(self.solution_code).strip() + "\n"
+        return solution_cell(self.solve)
 
     @property
     def solution(self) -> Any:
         """The object the solution builds."""
-        if self.solve is not None:
-            return self.solve()
-        return self.build(self.solution_source)
+        return self.solve()
 
     def build(self, source: str) -> Any:
         """Run ``source`` (a starter, a solution or a test's wrong answer) with :attr:`context`; return ``answer``."""
