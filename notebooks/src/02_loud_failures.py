@@ -209,8 +209,8 @@ with warnings.catch_warnings(record=True) as caught:
 print(f"{caught[0].category.__name__}: {caught[0].message}")
 
 # %% [markdown]
-# When is `torch._check` the wrong fix? When the branch really goes both ways. `ScaleOrShiftChecked` silences
-# `ScaleOrShift`'s error by promising the sum is always positive:
+# `ScaleOrShiftChecked` is `ScaleOrShift` with a promise in front of its `if`: `torch._check(x.sum() > 0)`, the sum
+# is always positive:
 
 # %%
 show_source(cf.ScaleOrShiftChecked)
@@ -222,6 +222,9 @@ show_source(cf.ScaleOrShiftChecked)
 questions.ask("02.check_promise")
 
 # %% [markdown]
+# So `torch._check` is the wrong fix when the branch really goes both ways: export takes the promise, and nothing on
+# the device keeps it.
+#
 # ## 6. `draft_export`: every issue in one report
 #
 # `torch.export.export` stops at the first error, and the fix for one reveals the next. torch's full error message

@@ -249,7 +249,7 @@ print(auto_art.input_contract(), "· planned:", auto_art.runtime_input_shapes())
 err = helpers.show_error(auto_art.run_raw, torch.randn(1, 12, 4, generator=g))
 
 # %% [markdown]
-# `Dim.AUTO` can also come out **static without an error**. `BatchLoop` loops over `range(x.shape[0])`, which needs a
+# One more `Dim.AUTO` case to predict. `BatchLoop` loops over `range(x.shape[0])`, which needs a
 # Python int while tracing (lesson 01). **Predict** what export does with `Dim.AUTO` on its batch:
 
 # %%

@@ -5,8 +5,7 @@
 # - that a partitioner may **decline** an operator once a size is symbolic: that part of the graph falls back to
 #   the portable kernels; the model still runs, and nothing tells you unless you read the delegation report;
 # - how to find out why, in the partitioner's own words, and how to move a declined operator out of the way;
-# - that the memory plan is sized for the **maximum**: the arena grows with a `Dim`'s `max`, and a small input
-#   holds the worst-case arena anyway;
+# - what the memory plan is sized for, and what it costs a small input;
 # - how to measure latency static vs dynamic with the runtime, and how to read it with its spread.
 #
 # **Terms** (from [lesson 00](00_start_here.ipynb)): partitioner, delegate, XNNPACK, portable kernels, memory plan /

@@ -59,7 +59,7 @@ print("eager:", helpers.fmt(model(x)))
 print(".pte: ", helpers.fmt(out))
 
 # %% [markdown]
-# Identical. A CI job that checks one sample ships this program. The doctor runs the whole workflow on the same
+# Identical. The doctor runs the whole workflow on the same
 # model, the same example and the same `Dim`. Predict its verdict:
 
 # %%
@@ -222,10 +222,10 @@ print(re.sub(r' time="[^"]*"', "", suite))  # (the time it took is in the file t
 print(f"{xml.count('<testcase')} test cases, {xml.count('<failure')} failure(s)")
 
 # %% [markdown]
-# ### Checks that catch lesson 08's regressions
+# ### Gates beyond parity
 #
-# Lesson 08's segmenter, with its height and width dynamic: `--min-delegated 100` asks the doctor to fail unless
-# every operator runs on XNNPACK. Predict what it says:
+# Lesson 08's segmenter, with its height and width dynamic. `--min-delegated 100` sets the share of operators that
+# must run on XNNPACK: all of them. Predict the verdict:
 
 # %%
 questions.ask("11.segmenter_min_delegated")
@@ -388,7 +388,7 @@ explorer.add("MyModel (defined in this notebook)", mine)
 print(explorer.set(model="MyModel (defined in this notebook)").headline)
 
 # %% [markdown]
-# ## What a passing doctor does not prove
+# ## What the doctor compares against
 #
 # Two predictions about models from lesson 01:
 
