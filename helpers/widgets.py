@@ -187,7 +187,8 @@ class PredictThenReveal:
             self.correct = picked == actual
             verdict = "✓ right" if self.correct else f"✗ you predicted {html.escape(str(picked))}"
         self._render(f"<span class='exportlab-verdict' data-verdict='{html.escape(actual)}'>"
-                     f"<b>{html.escape(actual)}</b></span> — {verdict}<br>{html.escape(explanation)}")
+                     f"<b>{html.escape(actual)}</b></span> — {verdict}<br>"
+                     + html.escape(explanation).replace("\n", "<br>"))
 
     def answer(self, choice: str) -> bool:
         """Record ``choice`` and reveal; returns whether it was right."""

@@ -99,7 +99,7 @@ THROWAWAY = textwrap.dedent('''
 
     from helpers.exercises.grading import Exercise, Verdict
     from helpers.interview import Card
-    from helpers.questions import Question
+    from helpers.questions import Question, Reveal
 
     LESSON = "98_throwaway"
 
@@ -115,7 +115,8 @@ THROWAWAY = textwrap.dedent('''
 
 
     QUESTIONS = [Question("98.sign", LESSON, "Is 1 > 0?", ("yes", "no"),
-                          lambda: ("yes" if bool(torch.tensor(1.0) > 0) else "no", "torch says 1 > 0"))]
+                          lambda: Reveal("yes" if bool(torch.tensor(1.0) > 0) else "no", "torch says 1 > 0",
+                                         {"no": "torch.tensor(1.0) > 0 is True"}))]
     EXERCISES = [Exercise("98.answer", LESSON, "The answer", "Return 42.", _grade, lambda: {}, solve_answer,
                           kind="value")]
     CARDS = [Card("98.why", LESSON, "the registry", "conceptual", "Why does a throwaway lesson exist?",

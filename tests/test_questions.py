@@ -65,11 +65,35 @@ def test_every_question_has_an_expected_answer():
 
 @pytest.mark.parametrize("question", QUESTIONS, ids=lambda q: q.id)
 def test_reveal_runs_the_pipeline_and_gives_the_expected_option(question):
-    actual, why = question.reveal_fn()
-    assert actual in question.options
-    assert actual == EXPECTED[question.id], (question.id, actual, why)
-    assert len(why) > 40 and question.prompt.strip()
-    assert EVIDENCE.get(question.id, "") in why, why
+    outcome = question.outcome()
+    assert outcome.actual == EXPECTED[question.id], (question.id, outcome)
+    assert len(outcome.why) > 40 and question.prompt.strip()
+    actual, text = question.actual()
+    assert actual == outcome.actual and EVIDENCE.get(question.id, "") in text, text
+
+
+@pytest.mark.parametrize("question", QUESTIONS, ids=lambda q: q.id)
+def test_the_reveal_says_why_each_wrong_option_is_wrong(question):
+    """Each wrong option gets its own reason, not one sentence pasted under every option, and the learner reads
+    it under the option's name."""
+    outcome = question.outcome()
+    wrong = [o for o in question.options if o != outcome.actual]
+    assert sorted(outcome.why_not) == sorted(wrong)
+    reasons = [outcome.why_not[o] for o in wrong]
+    assert all(len(r) > 30 for r in reasons) and len(set(reasons)) == len(reasons), reasons
+    _, text = question.actual()
+    assert all(f"Not {o!r}: {outcome.why_not[o]}" in text for o in wrong), text
+
+
+def test_a_reveal_that_leaves_a_wrong_option_unexplained_is_refused():
+    from helpers.questions import Question, Reveal
+
+    silent = Question("99.x", "99_x", "Which?", ("a", "b", "c"), lambda: Reveal("a", "a, because", {"b": "not b"}))
+    with pytest.raises(ValueError, match=r"unexplained: \['c'\]"):
+        silent.actual()
+    stray = Question("99.y", "99_y", "Which?", ("a", "b"), lambda: Reveal("a", "a, because", {"b": "x", "a": "y"}))
+    with pytest.raises(ValueError, match=r"not a wrong option: \['a'\]"):
+        stray.actual()
 
 
 @pytest.mark.parametrize("question", QUESTIONS, ids=lambda q: q.id)

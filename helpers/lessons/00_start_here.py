@@ -2,27 +2,34 @@
 
 from __future__ import annotations
 
+import re
+
 from helpers import models as M
 from helpers.inputs import seeded_randn
 from helpers.interview import Card
 from helpers.lowering import lower
-from helpers.questions import Question
+from helpers.questions import Question, Reveal
 
 LESSON = "00_start_here"
 
 
 # ----- predictions --------------------------------------------------------------------------------
-def _graph_if() -> tuple[str, str]:
+def _graph_if() -> Reveal:
     art = lower(M.ConfigBranch(use_residual=True), (seeded_randn(2, 4),))
     graph = art.graph()
-    if "higher_order" in graph:
-        return "a runtime branch", "the graph holds a control-flow operator."
-    if "aten.where" in graph:
-        return "both sides", "both sides were recorded and a where selects."
-    assert "aten.add" in graph, graph
-    return "only the add", (
-        "export ran forward() once; `self.use_residual` was the Python value True, so the `+ x` ran and was "
-        "recorded, and the `if` left no trace. The graph has no way to skip the add.")
+    ops = re.findall(r"aten\.(\w+)\.", graph)
+    actual = "a runtime branch" if "higher_order" in graph else "both sides" if "where" in ops else "only the add"
+    return Reveal(actual, (
+        f"the graph is {' → '.join(ops)}. export ran forward() once; `self.use_residual` was the Python value True, "
+        "so the `+ x` ran and was recorded, and the `if` left no trace. The graph has no way to skip the add."),
+        why_not={
+            "a runtime branch": (f"a runtime branch is a torch.cond, a control-flow operator in the graph; this graph's "
+                                 f"operators are {', '.join(ops)}, none of them control flow. A Python `if` on an "
+                                 "attribute is run while tracing, not recorded."),
+            "both sides": ("both sides would leave a result for each value of the flag and a where choosing between "
+                           f"them; the graph has no where, and no node returns the flag-off result, relu({ops[0]}(x)), "
+                           "on its own."),
+        })
 
 
 QUESTIONS = [

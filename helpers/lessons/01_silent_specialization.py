@@ -23,7 +23,7 @@ from helpers.lessons import control_flow as cf
 from helpers.lowering import lower
 from helpers.models import BatchLoop
 from helpers.parity import ParityRow, Probe, check_one
-from helpers.questions import Question
+from helpers.questions import Question, Reveal
 from helpers.widgets import ParityExplorer
 
 LESSON = "01_silent_specialization"
@@ -197,32 +197,41 @@ def widget_demo() -> tuple[DivergenceExplorer, list[tuple[dict[str, Any], str]]]
 
 
 # ----- predictions --------------------------------------------------------------------------------
-def _flag_on() -> tuple[str, str]:
+def _flag_on() -> Reveal:
     x = seeded_randn(2, 4)
     art = lower(M.ConfigBranch(use_residual=False), (x,))
     row = check_one(M.ConfigBranch(use_residual=True), art, (-x.abs() - 0.1,))
-    return row.status, ("the `+ x` was never recorded (the flag was False while tracing): the .pte computes "
-                        "relu(proj(x)) whatever the app's flag says now. Nothing checks the flag, so nothing is "
-                        "rejected: the answer is simply different.")
+    return Reveal(row.status, (
+        "the `+ x` was never recorded (the flag was False while tracing): the .pte computes relu(proj(x)) whatever "
+        "the app's flag says now."), why_not={
+        "match": (f"the two answers differ by up to {row.max_abs_diff:.3f}: eager adds x (every element negative "
+                  "here) after the relu, the .pte does not."),
+        "rejected": (f"the input is {row.shapes} float32, the shape and dtype the program was exported with, and the "
+                     "flag is not an input of the program: the runtime checks inputs only, so it has nothing to "
+                     "refuse. The answer is simply different."),
+    })
 
 
-def _counted_four() -> tuple[str, str]:
+def _counted_four() -> Reveal:
     from helpers.lessons.control_flow import CountedMean
 
     counted = CountedMean()
     items3 = seeded_randn(3, 4)
     art = lower(counted, (items3, 3), dynamic_shapes={"x": {0: Dim("items", min=3, max=8)}, "n": None})
     four = seeded_randn(4, 4, seed=4)
-    try:
-        (device,) = art.run_raw(four, 3)
-    except RuntimeError:
-        return "rejected", "the runtime refused the input."
+    (device,) = art.run_raw(four, 3)
     with torch.no_grad():
-        same = bool(torch.allclose(device, counted(four, 4), atol=1e-4))
-    return ("match" if same else "diverge"), (
-        "4 items are inside the contract (items ∈ [3, 8]) and n=3 is the value export baked in, so the runtime "
-        "runs it without complaint, and the unrolled loop averages the first 3 of the 4 items: not what eager "
-        "computes with n=4.")
+        intended, first_three = counted(four, 4), counted(four, 3)
+    diff = float((device - intended).abs().max())
+    as_three = float((device - first_three).abs().max())
+    return Reveal("match" if diff <= 1e-4 else "diverge", (
+        "4 items are inside the contract (items ∈ [3, 8]) and n=3 is the value export baked in, so the unrolled "
+        f"loop averages the first 3 of the 4 items: the .pte's answer is eager's with n=3 (within {as_three:.0e}), "
+        "not eager's with n=4."), why_not={
+        "match": f"the .pte's answer differs from eager's (n=4) by up to {diff:.3f}: the fourth item is never read.",
+        "rejected": ("the runtime ran it and returned a 4-feature answer: 4 items fit the contract items ∈ [3, 8], "
+                     "and n is no longer an input the runtime could check (export baked in 3)."),
+    })
 
 
 # ----- exercise -----------------------------------------------------------------------------------

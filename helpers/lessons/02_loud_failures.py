@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import torch
@@ -13,43 +14,69 @@ from helpers.interview import Card
 from helpers.lessons.control_flow import Triage
 from helpers.lowering import lower
 from helpers.parity import Probe, check_one
-from helpers.questions import Question
+from helpers.questions import Question, Reveal
 
 LESSON = "02_loud_failures"
 
 
 # ----- predictions --------------------------------------------------------------------------------
-def _static_gate_kind() -> tuple[str, str]:
+def _static_gate_kind() -> Reveal:
     from helpers.diagnose import diagnose_export
     from helpers.lessons.control_flow import BatchGate
 
     d = diagnose_export(BatchGate(), (seeded_randn(8, 4),))
-    return d.kind, ("no error at all: with a static batch, `x.shape[0]` is the Python int 8 while tracing, so "
-                    "`8 > 4` is decided at export and only the fast path is recorded (lesson 01's silent "
-                    "specialization). The batch is fixed at 8, so the runtime rejects any other batch instead of "
-                    "running the wrong layer.")
+    layers = sorted(set(re.findall(r"linear\.default\(\w+, p_(\w+?)_weight", d.exported.graph_module.code if d.exported else "")))
+    return Reveal(d.kind, (
+        f"no error at all ({d.summary.split(';')[0]}): with a static batch, `x.shape[0]` is the Python int 8 while "
+        "tracing, so `8 > 4` is decided at export and only one path is recorded: the graph holds the "
+        f"{' and '.join(f'`self.{name}`' for name in layers)} layer alone (lesson 01's silent specialization). The batch is "
+        "fixed at 8, so the runtime rejects any other batch instead of running the wrong layer."), why_not={
+        "data_dependent": ("the `if` reads the batch size, not the tensor's values; with no Dim that size is the "
+                           "plain int 8 while tracing, so there is no symbolic value to branch on."),
+        "unsupported_operator": (f"every operator found a kernel: the program lowered and loaded "
+                                 f"({d.artifact.nbytes:,} bytes)." if d.artifact is not None else
+                                 "every operator found a kernel: the program lowered and loaded."),
+        "constraint_violation": ("a constraint violation is a declared Dim that the code does not allow; this "
+                                 "export declares no Dim at all."),
+    })
 
 
-def _sort_stage() -> tuple[str, str]:
+def _sort_stage() -> Reveal:
     from helpers.diagnose import diagnose_export
     from helpers.lessons.control_flow import SortValues
 
     d = diagnose_export(SortValues(), (seeded_randn(5),), backend="portable")
-    return d.stage, ("export and lowering accept aten.sort (it is a Core ATen operator); this runtime build has "
-                     "no kernel registered for it, so the program fails when the runtime loads its method. "
-                     f"({d.summary})")
+    code = d.exported.graph_module.code if d.exported is not None else ""
+    sort = re.search(r"aten\.sort\.\w+", code)
+    return Reveal(d.stage, (
+        "this runtime build has no kernel registered for aten.sort, so the program fails when the runtime loads "
+        f"its method. The runtime's words: {d.message.split('. dtype')[0]}."), why_not={
+        "export": (f"export returned a graph, with {sort.group(0) if sort else 'aten.sort'} in it: sort is a Core "
+                   "ATen operator, nothing about it is data-dependent."),
+        "lower": ("lowering for the portable backend wrote the program: it records each operator by name, and "
+                  "whether a kernel for that name exists is only known to the runtime that loads it."),
+    })
 
 
-def _check_promise() -> tuple[str, str]:
+def _check_promise() -> Reveal:
     from helpers.lessons.control_flow import ScaleOrShiftChecked
 
     x = seeded_randn(3, 4)
-    art = lower(ScaleOrShiftChecked(), (x.abs() + 0.1,))
-    row = check_one(M.ScaleOrShift(), art, (-x.abs() - 0.1,))
-    return row.status, (
+    model = ScaleOrShiftChecked()
+    art = lower(model, (x.abs() + 0.1,))
+    negative = -x.abs() - 0.1
+    row = check_one(M.ScaleOrShift(), art, (negative,))
+    (device,) = art.run_raw(negative)
+    with torch.no_grad():
+        as_a = float((device - model.a(negative)).abs().max())
+    return Reveal(row.status, (
         "torch._check made the promise `x.sum() > 0` and export believed it: only the `self.a` side was recorded. "
-        "The promise becomes a runtime assertion in the exported graph, and ExecuTorch does not check it: the "
-        ".pte runs self.a on an input whose sum is negative, where the original runs self.b.")
+        f"The .pte runs self.a on an input whose sum is negative (within {as_a:.0e} of self.a's answer), where the "
+        "original runs self.b."), why_not={
+        "match": f"the .pte's answer differs from the original's by up to {row.max_abs_diff:.3f}: a against b.",
+        "rejected": ("the promise became a runtime assertion in the exported graph, and the .pte does not check "
+                     f"it: the runtime ran the {row.shapes} input and returned an answer."),
+    })
 
 
 # ----- exercise -----------------------------------------------------------------------------------

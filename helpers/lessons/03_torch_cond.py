@@ -24,31 +24,46 @@ from helpers.lessons import control_flow_fixes as fixes
 from helpers.lessons.control_flow_fixes import Router
 from helpers.lowering import lower
 from helpers.parity import Probe
-from helpers.questions import Question
+from helpers.questions import Question, Reveal
 
 LESSON = "03_torch_cond"
 
 
 # ----- predictions --------------------------------------------------------------------------------
-def _zero_side() -> tuple[str, str]:
+def _zero_side() -> Reveal:
     from helpers.lessons.control_flow_fixes import which_branch_ran
 
     model = M.ScaleOrShiftCond()
     art = lower(model, (seeded_randn(3, 4),))
-    side = which_branch_ran(model, art, torch.zeros(3, 4), model.a, model.b)
-    return side, ("the predicate is strict: the sum of zeros is 0, and 0 > 0 is False, so the device runs the "
-                  "false branch. Edges like this are why a probe set includes zeros.")
+    zeros = torch.zeros(3, 4)
+    side = which_branch_ran(model, art, zeros, model.a, model.b)
+    (device,) = art.run(zeros)
+    with torch.no_grad():
+        from_a = float((device - model.a(zeros)).abs().max())
+    return Reveal(side, ("the predicate is strict: the sum of zeros is 0, and 0 > 0 is False, so the device runs "
+                         "the false branch. Edges like this are why a probe set includes zeros."), why_not={
+        "true": (f"the .pte's answer is the false branch's (self.b) and differs from the true branch's (self.a) by "
+                 f"{from_a:.3f}: the strict `>` sends the edge, 0, to the false side."),
+    })
 
 
-def _branch_delegation() -> tuple[str, str]:
+def _branch_delegation() -> Reveal:
     art = lower(M.CondLinear(), (seeded_randn(2, 8),))
     rows = [r for r in art.delegation().rows if r["region"] != "main"]
-    delegated = sum(r["delegated"] for r in rows if "addmm" in r["op"] or "linear" in r["op"])
-    return str(delegated), (
+    layers = [r for r in rows if "addmm" in r["op"] or "linear" in r["op"]]
+    delegated = sum(r["delegated"] for r in layers)
+    portable = sum(r["portable"] for r in layers)
+    in_branches = ", ".join(sorted(f"{r['op']} ({r['region']})" for r in layers))
+    counted = f"the delegation report, inside the branches: {in_branches}; {portable} on portable kernels, {delegated} delegated"
+    return Reveal(str(delegated), (
         f"{delegated} of the two branch layers run on XNNPACK: ExecuTorch's lowering visits the branch graphs, but "
         "XnnpackPartitioner picks nodes by walking the top-level graph only, so it never tags one inside a cond "
         "branch; each branch's linear is decomposed (permute_copy + addmm) and runs on the runtime's portable "
-        "kernels.")
+        "kernels."), why_not={
+        "1": (f"one would mean XNNPACK took the side that runs; {counted}. Neither side was tagged, whichever the "
+              "predicate picks."),
+        "2": (f"two would mean XNNPACK took both sides, as it would take a linear in the main graph; {counted}."),
+    })
 
 
 # ----- exercise -----------------------------------------------------------------------------------

@@ -21,23 +21,31 @@ from helpers.interview import Card
 from helpers.lessons.control_flow_fixes import GatedProj
 from helpers.lowering import lower
 from helpers.parity import Probe
-from helpers.questions import Question
+from helpers.questions import Question, Reveal
 
 LESSON = "04_torch_where"
 
 
 # ----- predictions --------------------------------------------------------------------------------
-def _heavy_count() -> tuple[str, str]:
+def _heavy_count() -> Reveal:
     from helpers.lessons.control_flow_fixes import HeavyWhere
 
     big = seeded_randn(32, 128)
     art = lower(HeavyWhere(), (big,))
-    n = art.graph().count("aten.linear")
-    return str(n), (f"all {n}: the graph is straight-line and every node runs for every input. torch.where needs "
-                    "both of its inputs, so the whole MLP is computed before the selection throws its result away.")
+    graph = art.graph()
+    n = graph.count("aten.linear")
+    branches = graph.count("torch.ops.higher_order")
+    return Reveal(str(n), (f"all {n}: the graph is straight-line and every node runs for every input. torch.where "
+                           "needs both of its inputs, so the whole MLP is computed before the selection throws its "
+                           "result away."), why_not={
+        "0": (f"skipping the MLP would need a branch in the graph; it has {branches} control-flow operators, and its "
+              f"{n} aten.linear nodes all sit before the where that picks x * 0.5."),
+        "1": (f"no node can stop the MLP after its first layer: with {branches} control-flow operators the runtime "
+              f"walks all {n} linear nodes in order, every call."),
+    })
 
 
-def _heavy_faster() -> tuple[str, str]:
+def _heavy_faster() -> Reveal:
     from helpers.lessons.control_flow_fixes import HeavyCond, HeavyWhere
     from helpers.timing import median_latency_ms
 
@@ -47,8 +55,14 @@ def _heavy_faster() -> tuple[str, str]:
     t_where = median_latency_ms(art_where, (heavy_side,), repeat=30)
     t_cond = median_latency_ms(art_cond, (heavy_side,), repeat=30)
     winner = "torch.where" if t_where < t_cond else "torch.cond"
-    return winner, (f"measured now: where {t_where:.3f} ms, cond {t_cond:.3f} ms per call (median of 30). Both run "
-                    "the MLP; where runs it on XNNPACK, cond inside a branch on portable kernels.")
+    cond_portable = art_cond.delegation().portable_nodes
+    return Reveal(winner, (f"measured now: where {t_where:.3f} ms, cond {t_cond:.3f} ms per call (median of 30). "
+                           "Both run the MLP; where runs it on XNNPACK, cond inside a branch on portable kernels."),
+                  why_not={
+        "torch.cond": (f"cond took {t_cond / t_where:.0f}× where's time: on this input it skips nothing (the MLP "
+                       f"side is taken), and {cond_portable} of its nodes run on portable kernels, the "
+                       "branch's MLP among them: XNNPACK never saw it (lesson 03)."),
+    })
 
 
 # ----- exercise -----------------------------------------------------------------------------------

@@ -14,28 +14,39 @@ from helpers.interview import Card
 from helpers.lowering import lower_methods
 from helpers.models import CondLinear
 from helpers.parity import Probe, check_one
-from helpers.questions import Question
+from helpers.questions import Question, Reveal
 
 LESSON = "05_hoisting"
 
 
 # ----- predictions --------------------------------------------------------------------------------
-def _portrait() -> tuple[str, str]:
+def _portrait() -> Reveal:
     vision = M.TinyVision()
     art = lower_methods({"small": (vision, (seeded_randn(1, 3, 32, 48),)), "large": (vision, (seeded_randn(1, 3, 64, 96),))})
     row = check_one(vision, art, (seeded_randn(1, 3, 48, 32, seed=1),), method="small")
-    return row.status, ("the method was exported for 32×48; a 48×32 frame breaks its static shape and the runtime "
-                        f"refuses it: {row.runtime_message.split(';')[0]}")
+    no_answer = ("the runtime returned no answer to compare: it refused the frame at its input check, before running "
+                 "any operator. Eager answers it (TinyVision averages over height and width, any size)")
+    return Reveal(row.status, ("the method was exported for 32×48; a 48×32 frame breaks its static shape and the "
+                               f"runtime refuses it: {row.runtime_message.split(';')[0]}"), why_not={
+        "match": f"{no_answer}, so nothing matched.",
+        "diverge": f"{no_answer}; a divergence needs the device to compute a wrong answer, and it computed none.",
+    })
 
 
-def _hoisted_share() -> tuple[str, str]:
+def _hoisted_share() -> Reveal:
     from helpers.lessons.control_flow_fixes import ScaleOrShiftB
 
     art = lower_methods({"b": (ScaleOrShiftB(), (seeded_randn(3, 4),))})
-    share = art.delegation("b").coverage
+    report = art.delegation("b")
+    share = report.coverage
     answer = "all of it" if share == 1.0 else ("none" if share == 0 else "part of it")
-    return answer, (f"{share:.0%}: the method is straight-line (one linear layer, no predicate, no branch), so the "
-                    "partitioner sees every node and XNNPACK takes it.")
+    return Reveal(answer, (f"{share:.0%}: the method is straight-line (one linear layer, no predicate, no branch), so "
+                           "the partitioner sees every node and XNNPACK takes it."), why_not={
+        "part of it": (f"part would leave a node on portable kernels; the delegation report counts "
+                       f"{report.portable_nodes} portable and {report.delegated_nodes} delegated."),
+        "none": (f"XNNPACK took {report.delegated_nodes} node(s) in {report.delegated_subgraphs} subgraph(s): with "
+                 "no branch left in the method, nothing hides from the partitioner."),
+    })
 
 
 # ----- exercise -----------------------------------------------------------------------------------

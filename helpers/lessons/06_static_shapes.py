@@ -23,7 +23,7 @@ from helpers.exercises.grading import (
 )
 from helpers.interview import Card
 from helpers.lowering import lower
-from helpers.questions import STATUS_OPTIONS, Question
+from helpers.questions import STATUS_OPTIONS, Question, Reveal
 
 LESSON = "06_static_shapes"
 
@@ -36,39 +36,48 @@ def _vision():
     return model, lower(model, (shapes.camera_frame(64, 64),))
 
 
-def _static_frame(tensor: torch.Tensor, intended: torch.Tensor, what: str) -> tuple[str, str]:
-    """The .pte on ``tensor`` (as the device sends it) against eager on ``intended`` (the frame it means)."""
-    model, art = _vision()
+def _static_frame(tensor: torch.Tensor, what: str) -> Reveal:
+    """The .pte on ``tensor`` as the device sends it: the runtime's shape check refuses it before any operator."""
+    _model, art = _vision()
+    (recorded,) = art.runtime_input_shapes()
+    assert recorded is not None
     try:
-        (out,) = art.run_raw(tensor)
+        art.run_raw(tensor)
     except RuntimeRejectedError as exc:
-        return "rejected", (f"{what}. The runtime compares every input with the sizes and dtype the .pte recorded "
-                            f"(1×3×64×64, float32) and refuses anything else. Its words: "
-                            f"{exc.reason.split('. Error')[0]}.")
-    with torch.no_grad():
-        same = bool(torch.allclose(out, model(intended), atol=1e-4))
-    return ("match" if same else "diverge"), f"{what}: the runtime ran it."
+        axis = next(i for i, (got, want) in enumerate(zip(tensor.shape, recorded, strict=True)) if got != want)
+        refused = (f"the runtime compares the input's sizes one by one with the recorded "
+                   f"{'×'.join(map(str, recorded))} (axis {axis} is {tensor.shape[axis]}, not {recorded[axis]}) and "
+                   "refused it before any operator ran")
+        return Reveal("rejected", (f"{what}. The runtime compares every input with the sizes and dtype the .pte "
+                                   f"recorded ({'×'.join(map(str, recorded))}, float32) and refuses anything else. "
+                                   f"Its words: {exc.reason.split('. Error')[0]}."), why_not={
+            "match": f"there is no answer to match: {refused}.",
+            "diverge": ("a divergence is a wrong answer the device computed, and it computed none: the refusal comes "
+                        "first, at the input check."),
+        })
+    raise AssertionError(f"the runtime ran a {tuple(tensor.shape)} input on a program exported at {recorded}: "
+                         "lesson 06 teaches that it refuses it")
 
 
-def _camera_frame() -> tuple[str, str]:
+def _camera_frame() -> Reveal:
     from helpers.lessons import shapes
 
     frame = shapes.camera_frame(48, 64)
-    return _static_frame(frame, frame, "A 48×64 frame on a program exported at 64×64")
+    return _static_frame(frame, "A 48×64 frame on a program exported at 64×64")
 
 
-def _same_pixels() -> tuple[str, str]:
+def _same_pixels() -> Reveal:
     from helpers.lessons import shapes
 
     frame = shapes.camera_frame(32, 128)
-    return _static_frame(frame, frame, "32×128 has the same 4,096 pixels as 64×64, but another shape")
+    return _static_frame(frame, "32×128 has the same 4,096 pixels as 64×64, but another shape")
 
 
-def _channels_last() -> tuple[str, str]:
+def _channels_last() -> Reveal:
     from helpers.lessons import shapes
 
     frame = shapes.camera_frame(64, 64)
-    return _static_frame(frame.permute(0, 2, 3, 1).contiguous(), frame,
+    return _static_frame(frame.permute(0, 2, 3, 1).contiguous(),
                          "1×64×64×3 has the same elements, dtype and rank, but its axes in another order")
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -25,7 +26,7 @@ from helpers.interview import Card
 from helpers.lessons.shapes import ChunkMean
 from helpers.lowering import lower
 from helpers.parity import Probe, check_one
-from helpers.questions import STATUS_OPTIONS, Question
+from helpers.questions import STATUS_OPTIONS, Question, Reveal
 
 LESSON = "07_dynamic_dims"
 
@@ -35,17 +36,22 @@ def _seeded_clip(frames: int, seed: int) -> torch.Tensor:
     return torch.randn(1, frames, 4, generator=torch.Generator().manual_seed(seed))
 
 
-def _one_frame() -> tuple[str, str]:
+def _one_frame() -> Reveal:
     model = M.ShapeBranch()
     art = lower(model, (_seeded_clip(8, 0),), dynamic_shapes={"x": {1: Dim("frames", min=2, max=16)}})
     row = check_one(model, art, (_seeded_clip(1, 1),))
-    if row.status in ("rejected", "refused"):
-        return "rejected", f"The runtime refused it: {row.message}"
     assert row.pte_output is not None and row.eager_output is not None, row  # it ran on both sides
     (out,) = row.pte_output
-    return row.status, (f"The runtime ran it: the .pte returns {_fmt(out)}, eager {_fmt(row.eager_output[0])}. "
-                        "The runtime does not check a Dim's min (export's asserts are stripped); the graph only holds "
-                        "the normalising branch, and the standard deviation of one value is NaN.")
+    (capacity,) = art.runtime_input_shapes()
+    return Reveal(row.status, (
+        f"The runtime ran it: the .pte returns {_fmt(out)}, eager {_fmt(row.eager_output[0])}. The graph only holds "
+        "the normalising branch, and the standard deviation of one value is NaN."), why_not={
+        "match": (f"the .pte's answer is {_fmt(out)}: NaN, where eager skips the normalisation for one frame and "
+                  "returns numbers."),
+        "rejected": (f"the runtime ran it and returned an answer: the .pte records a capacity "
+                     f"({'×'.join(map(str, capacity or ()))}), not the Dim's min, and export's range asserts are "
+                     "stripped, so a 1-frame clip fits and nothing refuses it."),
+    })
 
 
 def _fmt(t: torch.Tensor) -> str:
@@ -61,47 +67,64 @@ def _bounded_vision():
     return model, lower(model, (shapes.camera_frame(64, 64),), dynamic_shapes=hw)
 
 
-def _wide_frame() -> tuple[str, str]:
+def _wide_frame() -> Reveal:
     from helpers.lessons import shapes
 
     _, art = _bounded_vision()
-    try:
-        art.run_raw(shapes.camera_frame(100, 150))
-    except RuntimeRejectedError as exc:
-        return "rejects it", f"The runtime refused it: {exc.reason}"
-    return "runs it", ("The runtime ran it. For a dynamic input the .pte records one maximum shape (1×3×128×128, "
-                       "49,152 elements) and the runtime checks rank, dtype and that the input fits in that many "
-                       "elements: 1×3×100×150 is 45,000. Width 150 > max 128 went unnoticed.")
+    frame = shapes.camera_frame(100, 150)
+    (out,) = art.run_raw(frame)
+    (capacity,) = art.runtime_input_shapes()
+    assert capacity is not None
+    room, need = math.prod(capacity), frame.numel()
+    return Reveal("runs it", (
+        f"The runtime ran it. For a dynamic input the .pte records one maximum shape ({'×'.join(map(str, capacity))}, "
+        f"{room:,} elements) and the runtime checks rank, dtype and that the input fits in that many elements: "
+        f"1×3×100×150 is {need:,}. Width 150 > max 128 went unnoticed."), why_not={
+        "rejects it": (f"it returned a {'×'.join(map(str, out.shape))} answer: {need:,} elements fit the capacity of "
+                       f"{room:,}, and the per-axis max (128) is a bound export checks in Python, not one the .pte "
+                       "holds."),
+    })
 
 
-def _auto_tokens() -> tuple[str, str]:
+def _auto_tokens() -> Reveal:
     model = M.TokenPool()
     ids = torch.randint(0, 32, (1, 16), generator=torch.Generator().manual_seed(3))
     art = lower(model, (ids, torch.ones(1, 16)), dynamic_shapes={"ids": {1: Dim.AUTO}, "mask": {1: Dim.AUTO}})
     request = torch.randint(0, 32, (1, 40), generator=torch.Generator().manual_seed(4))
+    planned = art.runtime_input_shapes()
     try:
         art.run_raw(request, torch.ones(1, 40))
     except RuntimeRejectedError as exc:
-        return "rejects it", ("Dim.AUTO records no max, and ExecuTorch cannot plan memory for 'unbounded': it plans "
-                              "the axis at the example's size (16 tokens). The runtime's words: "
-                              f"{exc.reason.split('. Error')[0]}.")
-    return "runs it", "The runtime ran it."
+        return Reveal("rejects it", (
+            "Dim.AUTO records no max, and ExecuTorch cannot plan memory for 'unbounded': it plans the axis at the "
+            f"example's size (16 tokens). The runtime's words: {exc.reason.split('. Error')[0]}."), why_not={
+            "runs it": (f"the .pte's inputs are planned at {', '.join('×'.join(map(str, p or ())) for p in planned)}: "
+                        "room for 16 tokens, and 40 do not fit, so the runtime stops at its input check."),
+        })
+    raise AssertionError("the runtime ran 40 tokens on a Dim.AUTO program planned at 16: lesson 07 teaches that it "
+                         "refuses them")
 
 
-def _auto_loop() -> tuple[str, str]:
+def _auto_loop() -> Reveal:
     x = torch.randn(3, 4, generator=torch.Generator().manual_seed(5))
-    try:
-        art = lower(M.BatchLoop(), (x,), dynamic_shapes={"x": {0: Dim.AUTO}})
-    except Exception:  # noqa: BLE001 - an export error is one of the answers
-        return "export fails", "torch.export raised an error."
+    art = lower(M.BatchLoop(), (x,), dynamic_shapes={"x": {0: Dim.AUTO}})
     contract = art.input_contract()
     axis = contract.inputs[0].axes[0]
-    if axis.size is not None:
-        return "a static batch, silently", (
-            f"Export succeeded without a word, and the contract says {contract.signature()}: the batch is a constant "
-            f"{axis.size}. range(x.shape[0]) needed a Python int, so export specialized the axis; with Dim.AUTO that "
-            "is allowed, not an error.")
-    return "a dynamic batch", f"The contract says {contract.signature()}."
+    try:
+        with torch.no_grad():
+            torch.export.export(M.BatchLoop(), (x,), dynamic_shapes={"x": {0: Dim.DYNAMIC}})
+        strict = "exports too"
+    except Exception as exc:  # noqa: BLE001 - the error is the evidence
+        strict = f"raises {type(exc).__name__}"
+    return Reveal("a static batch, silently" if axis.size is not None else "a dynamic batch", (
+        f"Export succeeded without a word, and the contract says {contract.signature()}: the batch is a constant "
+        f"{axis.size}. range(x.shape[0]) needed a Python int, so export specialized the axis; with Dim.AUTO that is "
+        "allowed, not an error."), why_not={
+        "export fails": (f"export returned a program: Dim.AUTO lets it make an axis static where it cannot keep it "
+                         f"dynamic. The same export with Dim.DYNAMIC, which does not allow that, {strict}."),
+        "a dynamic batch": (f"the program's contract is {contract.signature()}: axis 0 is the constant {axis.size}, "
+                            "so it takes a batch of exactly that size."),
+    })
 
 
 QUESTIONS = [

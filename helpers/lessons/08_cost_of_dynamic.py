@@ -20,7 +20,7 @@ from helpers.interview import Card
 from helpers.lessons.shapes import TinySegmenter
 from helpers.lowering import lower
 from helpers.parity import Probe
-from helpers.questions import Question
+from helpers.questions import Question, Reveal
 
 LESSON = "08_cost_of_dynamic"
 
@@ -32,7 +32,7 @@ def _segmenter(max_side: int | None):
     return shapes.segmenter_program(max_side=max_side)[1]
 
 
-def _segmenter_delegation() -> tuple[str, str]:
+def _segmenter_delegation() -> Reveal:
     from helpers.lessons.shapes import declined_reasons
 
     art = _segmenter(128)
@@ -47,32 +47,53 @@ def _segmenter_delegation() -> tuple[str, str]:
     else:
         answer = "most, but several operators"
     why = "; ".join(f"{op}: {', '.join(words)}" for op, words in declined_reasons(art).items())
-    return answer, (f"{d.summary()}. Left on portable kernels — {why} (XNNPACK's own words). The model still runs, "
-                    "split into two delegate calls with a portable kernel between them.")
+    ops = ", ".join(d.portable_ops())
+    return Reveal(answer, (f"{d.summary()}. Left on portable kernels — {why} (XNNPACK's own words). The model still "
+                           "runs, split into two delegate calls with a portable kernel between them."), why_not={
+        "all of it": f"{d.portable_nodes} node(s) stay on portable kernels: {ops}.",
+        "most, but several operators": (f"one kind of operator was declined ({ops}); every other node, "
+                                        f"{d.delegated_nodes} of {total}, went to XNNPACK."),
+        "less than half": f"{d.delegated_nodes} of {total} nodes are delegated ({d.coverage:.0%}).",
+    })
 
 
-def _classifier_portable() -> tuple[str, str]:
+def _classifier_portable() -> Reveal:
     from helpers.lessons import shapes
 
     hw = {"x": {2: Dim("height", min=32, max=128), 3: Dim("width", min=32, max=128)}}
     art = lower(M.TinyVision(), (shapes.camera_frame(64, 64),), dynamic_shapes=hw)
     d = art.delegation()
     answer = "all" if d.delegated_nodes == 0 else str(d.portable_nodes) if d.portable_nodes < 3 else "3 or more"
-    return answer, (f"{d.summary()}: convolutions, relu, a mean over height and width and a linear head all have "
-                    "XNNPACK rules that hold for symbolic sizes. Whether dynamic costs delegation depends on the "
-                    "operators: look, per model.")
+    declined = "none" if not d.declined else ", ".join(row["op"] for row in d.declined)
+    some = (f"would need XNNPACK to decline an operator for its symbolic size, as it did the segmenter's upsample; "
+            f"the report lists {d.portable_nodes} portable node(s) and declined: {declined}")
+    return Reveal(answer, (f"{d.summary()}: convolutions, relu, a mean over height and width and a linear head all "
+                           "have XNNPACK rules that hold for symbolic sizes. Whether dynamic costs delegation depends "
+                           "on the operators: look, per model."), why_not={
+        "1": f"one portable node {some}.",
+        "2": f"two portable nodes {some}.",
+        "3 or more": f"three or more {some}.",
+        "all": (f"XNNPACK took {d.delegated_nodes} nodes in {d.delegated_subgraphs} subgraph(s): a symbolic size "
+                "does not stop the partitioner from taking an operator whose rule accepts it."),
+    })
 
 
-def _raise_max() -> tuple[str, str]:
+def _raise_max() -> Reveal:
     small, big = _segmenter(128), _segmenter(256)
     d1, d2 = small.delegation(), big.delegation()
     same = (d1.delegated_nodes, d1.portable_nodes) == (d2.delegated_nodes, d2.portable_nodes)
     grew = big.planned_memory_bytes() > small.planned_memory_bytes()
     answer = {(True, True): "only the arena", (False, False): "only delegation", (False, True): "both",
               (True, False): "neither"}[(same, grew)]
-    return answer, (f"Delegation: {d1.delegated_nodes} → {d2.delegated_nodes} nodes delegated (the partitioner "
-                    f"declines by kind of size, symbolic or not, not by how large it may get). Arena: "
-                    f"{small.planned_memory_bytes():,} → {big.planned_memory_bytes():,} bytes (planned for the max).")
+    a1, a2 = small.planned_memory_bytes(), big.planned_memory_bytes()
+    delegation = (f"{d1.delegated_nodes} → {d2.delegated_nodes} nodes delegated, {d1.portable_nodes} → "
+                  f"{d2.portable_nodes} on portable kernels")
+    return Reveal(answer, (f"Delegation: {delegation} (the partitioner declines by kind of size, symbolic or not, not "
+                           f"by how large it may get). Arena: {a1:,} → {a2:,} bytes (planned for the max)."), why_not={
+        "only delegation": f"delegation did not change ({delegation}); the arena did: {a1:,} → {a2:,} bytes.",
+        "both": f"delegation did not change: {delegation}.",
+        "neither": f"the arena grew {a2 / a1:.1f}× ({a1:,} → {a2:,} bytes): it is planned for the largest input allowed.",
+    })
 
 
 QUESTIONS = [

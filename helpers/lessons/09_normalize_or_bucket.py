@@ -6,6 +6,7 @@ from typing import Any
 
 import torch
 
+from helpers.artifact import RuntimeRejectedError
 from helpers.exercises.grading import (
     Exercise,
     Verdict,
@@ -15,33 +16,59 @@ from helpers.exercises.grading import (
 from helpers.interview import Card
 from helpers.lessons import bucketing
 from helpers.parity import Probe
-from helpers.questions import Question
+from helpers.questions import Question, Reveal
 
 LESSON = "09_normalize_or_bucket"
 
 
 # ----- predictions ----------------------------------------------------------------------------------
-def _pad_to_512() -> tuple[str, str]:
+def _pad_to_512() -> Reveal:
     lengths = bucketing.request_lengths()
     waste = bucketing.padding_waste(lengths, (512,))
     answer = "less than a third" if waste < 1 / 3 else "about half" if waste < 0.62 else "about three quarters"
-    return answer, (f"{waste:.0%} of all processed positions are padding: the median request has "
-                    f"{sorted(lengths)[len(lengths) // 2]} tokens, and every request costs 512.")
+    median = sorted(lengths)[len(lengths) // 2]
+    short = sum(n <= 128 for n in lengths) / len(lengths)
+    mean = sum(lengths) / len(lengths)
+    return Reveal(answer, (f"{waste:.0%} of all processed positions are padding: the median request has {median} "
+                           "tokens, and every request costs 512."), why_not={
+        "less than a third": (f"the requests carry {mean:.0f} real tokens on average out of the 512 each one costs: "
+                              f"{1 - waste:.0%} real, {waste:.0%} padding."),
+        "about half": (f"half would need the average request near 256 tokens; it has {mean:.0f}, and {short:.0%} of "
+                       "requests have 128 tokens or fewer."),
+    })
 
 
-def _bucket_257() -> tuple[str, str]:
-    d = bucketing.dispatch(bucketing.tokens(257), bucketing.bucket_program())
-    return d.method, (f"257 tokens do not fit the 256 bucket, so the dispatcher takes the next one: {d.method}, with "
-                      f"{d.bucket - d.length} padding tokens ({d.waste:.0%} of that call).")
+def _bucket_257() -> Reveal:
+    program = bucketing.bucket_program()
+    request = bucketing.tokens(257)
+    d = bucketing.dispatch(request, program)
+    try:  # what the runtime says if the app sent the request, unpadded, to the 256 bucket
+        program.run_raw(request, torch.ones(1, 257), method="seq_256")
+        too_long = "ran it (it should not have)"
+    except RuntimeRejectedError as exc:
+        too_long = f"refuses it: {exc.reason.split('. Error')[0]}"
+    return Reveal(d.method, (f"257 tokens do not fit the 256 bucket, so the dispatcher takes the next one: "
+                             f"{d.method}, with {d.bucket - d.length} padding tokens ({d.waste:.0%} of that call)."),
+                  why_not={
+        "seq_128": "a bucket must hold the whole request, and 257 tokens are more than twice 128: the dispatcher never picks a "
+                   "smaller bucket (it would have to truncate).",
+        "seq_256": f"each bucket's shape is static: 257 is one token too many for seq_256, whose runtime {too_long}.",
+        "none: it is refused": (f"the largest bucket, {max(bucketing.BUCKETS)}, holds 257 tokens: only a request over "
+                                f"{max(bucketing.BUCKETS)} tokens finds no method."),
+    })
 
 
-def _fourth_bucket() -> tuple[str, str]:
+def _fourth_bucket() -> Reveal:
     three, four = bucketing.bucket_program(), bucketing.bucket_program((64, 128, 256, 512))
     grew = four.nbytes - three.nbytes
     weights = sum(p.numel() * p.element_size() for p in bucketing.bucket_model().parameters())
     answer = "a few KB" if grew < weights / 4 else "another copy of the weights"
-    return answer, (f"{three.nbytes:,} → {four.nbytes:,} bytes (+{grew:,}); the weights are {weights:,} bytes. "
-                    "Methods of one .pte share the weights: a new method adds its instructions and its delegate blob.")
+    return Reveal(answer, (f"{three.nbytes:,} → {four.nbytes:,} bytes (+{grew:,}); the weights are {weights:,} bytes. "
+                           "Methods of one .pte share the weights: a new method adds its instructions and its delegate "
+                           "blob."), why_not={
+        "another copy of the weights": (f"another copy would add about {weights:,} bytes; the file grew by {grew:,}, "
+                                        f"{grew / weights:.0%} of that."),
+    })
 
 
 QUESTIONS = [

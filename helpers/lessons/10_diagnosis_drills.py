@@ -40,7 +40,7 @@ from helpers.interview import Card
 from helpers.lessons import shapes
 from helpers.lowering import lower, lower_methods
 from helpers.parity import check_one, compare, probe_inputs
-from helpers.questions import Question
+from helpers.questions import Question, Reveal
 
 LESSON = "10_diagnosis_drills"
 
@@ -452,7 +452,7 @@ def draft_issues(model: nn.Module, example_args: tuple[Any, ...], dynamic_shapes
 
 
 # ----- predictions ----------------------------------------------------------------------------------
-def _batch_loop() -> tuple[str, str]:
+def _batch_loop() -> Reveal:
     drill = Drill(
         "batch_loop", "A per-item loop exported with batch 3; the device sends 4 items.",
         "helpers.lower(BatchLoop(), (torch.randn(3, 4),))",
@@ -460,7 +460,24 @@ def _batch_loop() -> tuple[str, str]:
         lambda: (torch.randn(4, 4, generator=torch.Generator().manual_seed(21)),),
         "input outside the export contract", track="control flow")
     finding = investigate(drill)
-    return finding.answer, "\n".join(finding.evidence)
+    model, example, _ = drill.build()
+    art = lower(model, example)
+    at_export = check_one(model, art, example, label="the export's own batch")
+    d = art.delegation()
+    signature = art.input_contract().signature()
+    return Reveal(finding.answer, "\n".join(finding.evidence), why_not={
+        "data-dependent control flow": ("export, lowering and loading all succeeded: no branch on a tensor's values "
+                                        "stopped export."),
+        "guard on a dynamic dimension": f"no Dim was declared, so there is no dynamic dimension to guard: {signature}.",
+        "unsupported operator": (f"the program loaded and ran the export's own batch of 3 ({at_export.status} with "
+                                 "eager): every operator has a kernel."),
+        "silent specialization": ("the loop was specialized (unrolled for batch 3), but nothing is silent here: the "
+                                  "runtime refused batch 4 with its own message. Silent means it runs and answers wrong."),
+        "partial delegation": (f"true of this program ({d.summary()}), but it does not explain the symptom: partial "
+                               "delegation makes a call slower, it never refuses one; the app's input never reached "
+                               "an operator."),
+        "healthy": "the device refused the app's input: the program cannot serve the batch the app sends.",
+    })
 
 
 QUESTIONS = [

@@ -17,7 +17,7 @@ from helpers.exercises.grading import (
 )
 from helpers.interview import Card
 from helpers.parity import Probe
-from helpers.questions import Question
+from helpers.questions import Question, Reveal
 from helpers.zoo import RecurrentTagger, gru
 
 LESSON = "11_export_doctor"
@@ -30,34 +30,48 @@ def _report(*argv: str):
     return report_for(list(argv))
 
 
-def _smoke_vs_doctor() -> tuple[str, str]:
+def _smoke_vs_doctor() -> Reveal:
     r = _report("helpers.models:ShapeBranch", "--example", "2x8x4", "--dim", "x:1:frames:1:32")
     bad = ", ".join(row.label for row in r.failing_rows)
-    return r.verdict, (f"{r.headline}: {bad}. The smoke test used 8 frames; the doctor also probes every Dim's "
-                       "edges, and at one frame the .pte normalises over a single value (NaN) while eager skips "
-                       "the normalisation.")
+    return Reveal(r.verdict, (f"{r.headline}: {bad}. The smoke test used 8 frames; the doctor also probes every Dim's "
+                              "edges, and at one frame the .pte normalises over a single value (NaN) while eager "
+                              "skips the normalisation."), why_not={
+        "pass": (f"a pass needs every probe inside the contract to match eager; {len(r.failing_rows)} did not: "
+                 f"{bad}, inside the declared range 1..32."),
+    })
 
 
-def _config_branch() -> tuple[str, str]:
+def _config_branch() -> Reveal:
     r = _report("helpers.models:ConfigBranch", "--example", "2x4")
-    return r.verdict, ("The doctor compares the .pte with the model you hand it, and that model has the same flag "
-                       "baked in: both sides agree. If the app flips use_residual later, the .pte will not follow; "
-                       "export one program per setting (lesson 05) and examine each.")
+    return Reveal(r.verdict, ("The doctor compares the .pte with the model you hand it, and that model has the same "
+                              "flag baked in: both sides agree. If the app flips use_residual later, the .pte will "
+                              "not follow; export one program per setting (lesson 05) and examine each."), why_not={
+        "fail": (f"{r.headline}: the flag is not an input of the program, so no probe can set it to the other "
+                 "value, and eager, built with the same flag, computes what the .pte computes."),
+    })
 
 
-def _batch_loop_static() -> tuple[str, str]:
+def _batch_loop_static() -> Reveal:
     r = _report("helpers.models:BatchLoop", "--example", "3x4")
     refused = sum(1 for row in r.parity.rows if not row.within_contract and row.status in ("rejected", "refused"))
-    return r.verdict, (f"The loop was unrolled three times and the batch made static: correct for batch 3, and the "
-                       f"{refused} probes with another batch are refused, outside the contract. A pass, but read "
-                       "the refused rows: if the app sends other batches, that is the bug.")
+    return Reveal(r.verdict, (f"The loop was unrolled three times and the batch made static: correct for batch 3, "
+                              f"and the {refused} probes with another batch are refused, outside the contract. A "
+                              "pass, but read the refused rows: if the app sends other batches, that is the bug."),
+                  why_not={
+        "fail": (f"{r.headline}. The doctor fails on what goes wrong inside the contract; the {refused} refused "
+                 "probes are outside it (a batch other than 3), where refusing is the device doing its job."),
+    })
 
 
-def _segmenter_min_delegated() -> tuple[str, str]:
+def _segmenter_min_delegated() -> Reveal:
     r = _report("helpers.lessons.shapes:TinySegmenter", "--example", "1x3x64x64", "--dim", "x:2:height:32:128",
                 "--dim", "x:3:width:32:128", "--min-delegated", "100")
     declined = "; ".join(r.declined_lines()) if r.declined_lines() else "nothing"
-    return r.verdict, (f"{r.headline}. Parity holds; the check that fails is delegation. Declined: {declined}.")
+    share = r.delegation.coverage if r.delegation else 0.0
+    return Reveal(r.verdict, f"{r.headline}. Parity holds; the check that fails is delegation. Declined: {declined}.",
+                  why_not={
+        "pass": f"parity alone would pass, but {share:.0%} of the graph is delegated, and --min-delegated asks for 100%.",
+    })
 
 
 QUESTIONS = [

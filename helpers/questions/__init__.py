@@ -1,8 +1,9 @@
 """Predictions: the learner answers first, then the real pipeline says what happens.
 
 A :class:`Question` has a prompt, a few options and a ``reveal`` function that *runs the real thing*
-(export, lowering, the runtime) and returns ``(actual, explanation)``. The reveal logic lives here,
-not in a notebook cell above the question, so nothing on the page gives the answer away.
+(export, lowering, the runtime) and returns a :class:`Reveal`: the option the run picked, why, and for every
+other option what in the run rules it out. The reveal logic lives in the lesson's module, not in a notebook
+cell above the question, so nothing on the page gives the answer away.
 
 In a lesson, either a widget::
 
@@ -19,35 +20,57 @@ answers. Tests drive every question through :meth:`Question.actual` and :meth:`P
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Question", "STATUS_OPTIONS", "catalog", "get", "ask", "reveal"]
+__all__ = ["Question", "Reveal", "STATUS_OPTIONS", "catalog", "get", "ask", "reveal"]
 
 STATUS_OPTIONS = ("match", "diverge", "rejected")  # what the device does with an input, compared with eager
 
 
+@dataclass(frozen=True)
+class Reveal:
+    """What the run showed: the option it picked (``actual``), why, and for each other option what in the
+    same run rules it out (``why_not``: option → reason, written from the run's own evidence)."""
+
+    actual: str
+    why: str
+    why_not: Mapping[str, str]
+
 
 @dataclass
 class Question:
-    """One prediction. ``reveal()`` runs the real pipeline and returns ``(actual, explanation)``."""
+    """One prediction. ``reveal_fn()`` runs the real pipeline and returns a :class:`Reveal`."""
 
     id: str
     lesson: str
     prompt: str
     options: tuple[str, ...]
-    reveal_fn: Callable[[], tuple[str, str]]
-    _answer: tuple[str, str] | None = field(default=None, repr=False)
+    reveal_fn: Callable[[], Reveal]
+    _outcome: Reveal | None = field(default=None, repr=False)
+
+    def outcome(self) -> Reveal:
+        """The reveal, computed once per process from the real pipeline; it must explain every wrong option."""
+        if self._outcome is None:
+            outcome = self.reveal_fn()
+            if outcome.actual not in self.options:
+                raise ValueError(f"question {self.id}: the pipeline says {outcome.actual!r}, not one of "
+                                 f"{self.options}")
+            wrong = [o for o in self.options if o != outcome.actual]
+            unexplained = [o for o in wrong if not outcome.why_not.get(o, "").strip()]
+            strays = sorted(set(outcome.why_not) - set(wrong))
+            if unexplained or strays:
+                raise ValueError(f"question {self.id}: the reveal must say why each wrong option is wrong; "
+                                 f"unexplained: {unexplained}, not a wrong option: {strays}")
+            self._outcome = outcome
+        return self._outcome
 
     def actual(self) -> tuple[str, str]:
-        """``(actual outcome, explanation)``, computed once per process from the real pipeline."""
-        if self._answer is None:
-            actual, why = self.reveal_fn()
-            if actual not in self.options:
-                raise ValueError(f"question {self.id}: the pipeline says {actual!r}, not one of {self.options}")
-            self._answer = (actual, why)
-        return self._answer
+        """``(actual outcome, explanation)``: why the run picked it, then why each other option is wrong."""
+        outcome = self.outcome()
+        others = [f"Not {o!r}: {outcome.why_not[o]}" for o in self.options if o != outcome.actual]
+        return outcome.actual, "\n".join([outcome.why, *others])
 
 
 def _load() -> dict[str, Question]:
