@@ -65,6 +65,21 @@ class WithWhere(Router):
         return torch.where(h.sum() > 0, self.big2(torch.relu(self.big1(h))), -h * 0.5)
 answer = WithWhere()
 """, ("keeps a real runtime branch", "straight-line", "torch.where's trade")),
+        WrongAnswer("the block computed before the cond, which only picks a result", """
+class PicksOnly(Router):
+    def forward(self, x):
+        h = self.pre(x)
+        heavy = self.big2(torch.relu(self.big1(h)))
+        return torch.cond(h.sum() > 0, lambda h, heavy: heavy.clone(), lambda h, heavy: -h * 0.5, (h, heavy))
+answer = PicksOnly()
+""", ("runs inside a branch", "3 linear layers run in the main graph", "cond only chooses")),
+        WrongAnswer("zeros from a real torch.cond", """
+class Zeros(Router):
+    def forward(self, x):
+        h = self.pre(x)
+        return torch.cond(h.sum() > 0, lambda h: torch.zeros_like(h), lambda h: h * 0.0, (h,))
+answer = Zeros()
+""", ("the reference",)),
         WrongAnswer("branches swapped", """
 class Swapped(Router):
     def forward(self, x):
@@ -195,6 +210,10 @@ answer = input_shapes
         WrongAnswer("a derived Dim whose max stops at 32", 'answer = {"x": {1: 4 * Dim("chunks", min=2, max=8)}}',
                     ("T=36", "above the maximum")),
         WrongAnswer("Dim.AUTO", 'answer = {"x": {1: Dim.AUTO}}', ("T=36", "planned capacity")),
+        WrongAnswer("a max far beyond every row the app sends", 'answer = {"x": {1: 4 * Dim("chunk", min=2, max=256)}}',
+                    ("the memory plan holds T = 64, not more", "plans rows of T = 1024", "T = 68 passes")),
+        WrongAnswer("one chunk too many (the edge just above the max)",
+                    'answer = {"x": {1: 4 * Dim("chunk", min=2, max=17)}}', ("plans rows of T = 68", "T = 68 passes")),
     ],
     "08.arena_budget": [
         WrongAnswer("max 64: the 96×64 frame is refused", '''
@@ -269,6 +288,13 @@ class NoState(RecurrentTagger):
 answer = NoState()
 """, ("returns (output of this frame, next state)",)),
         WrongAnswer("the whole-sequence model itself", "answer = RecurrentTagger()", ("failed",)),
+        WrongAnswer("zeros of the right shapes", """
+class Zeros(RecurrentTagger):
+    def forward(self, x_t, h):
+        out, h_next = self.rnn(x_t.unsqueeze(1), h)
+        return torch.zeros_like(self.head(out[:, 0])), torch.zeros_like(h_next)
+answer = Zeros()
+""", ("the reference",)),
     ],
     "12.wont_export": [
         WrongAnswer("the loudness branch deleted with the assertion", """
@@ -304,6 +330,17 @@ methods = {"single": (model, (torch.randn(1, 6),)),
            "batch": (model, (torch.randn(8, 6),), {"x": {0: Dim("batch", min=2, max=8)}})}
 answer = (methods, lambda x: "batch" if x.shape[0] == 1 else "single")
 """, ("on batch 1",)),
+        WrongAnswer("methods fitted to the batches the feedback named (1, 2, 3, 5, 8)", """
+model = BatchStatsClassifier()
+methods = {f"b{n}": (model, (torch.randn(n, 6),)) for n in (1, 2, 3, 5, 8)}
+answer = (methods, lambda x: f"b{x.shape[0]}")
+""", ("on batch 4", "pick() chose 'b4'")),
+        WrongAnswer("right answers, but a batch method planned for 64 samples", """
+model = BatchStatsClassifier()
+methods = {"single": (model, (torch.randn(1, 6),)),
+           "batch": (model, (torch.randn(8, 6),), {"x": {0: Dim("batch", min=2, max=64)}})}
+answer = (methods, lambda x: "single" if x.shape[0] == 1 else "batch")
+""", ("no method plans for more than 8 samples", "'batch' plans for 64 samples")),
         WrongAnswer("the shipped program renamed: one method, batch from 1", """
 model = BatchStatsClassifier()
 methods = {"batch": (model, (torch.randn(8, 6),), {"x": {0: Dim("batch", min=1, max=8)}})}

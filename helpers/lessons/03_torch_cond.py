@@ -75,6 +75,18 @@ def router_probes() -> list[Probe]:
     return sided_probes(lambda x: router.pre(x).sum(), (2, 8), _ROUTER_SIDES, per_side=3, seed=3)
 
 
+_LAYERS_BEFORE_THE_PREDICATE = 1  # Router.pre: h is what the predicate reads
+
+
+def _layers_outside_and_inside_branches(art: Any) -> tuple[int, int]:
+    """Linear layers (linear, addmm or mm nodes) in the program's main graph and inside its control-flow branches."""
+    counts = {True: 0, False: 0}
+    for row in art.delegation().rows:
+        if any(kind in row["op"] for kind in ("linear", "addmm", "_mm")):
+            counts[row["region"] == "main"] += row["delegated"] + row["portable"]
+    return counts[True], counts[False]
+
+
 def _grade_cond_rewrite(answer: Any) -> list[Verdict]:
     reference = Router()
     model, verdict = as_model(answer, reference)
@@ -108,6 +120,17 @@ def _grade_cond_rewrite(answer: Any) -> list[Verdict]:
         return verdicts
     verdicts.append(Verdict("keeps a real runtime branch (a torch.cond in the graph)", True,
                             "a torch.cond: only the chosen side runs"))
+    outside, inside = _layers_outside_and_inside_branches(art)
+    if outside > _LAYERS_BEFORE_THE_PREDICATE:
+        verdicts.append(Verdict(
+            "the two-layer block runs inside a branch, only when h.sum() > 0", False,
+            f"{outside} linear layers run in the main graph, before the torch.cond, and {inside} inside its branches: "
+            "every input pays for the block, and the cond only chooses between results already computed.",
+            "the functions you hand torch.cond are what runs on one side only: the work the cheap side must skip "
+            "belongs inside one of them."))
+        return verdicts
+    verdicts.append(Verdict("the two-layer block runs inside a branch, only when h.sum() > 0", True,
+                            f"{outside} linear layer before the cond (the projection), {inside} inside its branches"))
     verdicts.append(parity(reference, art, router_probes(),
                            criterion="matches the original Router on both sides of h.sum() > 0", hint=(
                                "torch.cond runs true_fn when the predicate holds: check which of your functions "

@@ -240,6 +240,19 @@ def _grade_derived_dim(answer: Any) -> list[Verdict]:
                                 "make T a multiple of 4 (the number of chunks) in the contract, so the host check refuses 30"))
         return verdicts
     verdicts.append(Verdict("T=30 is refused on the host", True, words.split(". Fix")[0]))
+    longest = 64
+    planned = art.input_contract().inputs[0].axes[1].planned
+    above, _ = refused_on_host(art, (_rows(longest + 4),))
+    if planned is None or planned > longest or not above:
+        needed = lower(reference, (_rows(32),), dynamic_shapes={"x": {1: 4 * Dim("chunk", min=2, max=longest // 4)}})
+        verdicts.append(Verdict(
+            f"the memory plan holds T = {longest}, not more", False,
+            f"your program plans rows of T = {planned} (an arena of {art.planned_memory_bytes():,} bytes, where "
+            f"T = {longest} needs {needed.planned_memory_bytes():,}), and T = {longest + 4} passes your host check",
+            "the arena is planned for the largest T the contract allows and held on every call"))
+        return verdicts
+    verdicts.append(Verdict(f"the memory plan holds T = {longest}, not more", True,
+                            f"rows of at most T = {planned}; T = {longest + 4} is refused on the host"))
     static = lower(reference, (_rows(32),))
     mine, theirs = art.delegation(), static.delegation()
     left = "; ".join(f"{op}: {', '.join(why)}" for op, why in _reasons(art).items()) or "nothing"
@@ -281,7 +294,8 @@ EXERCISES = [
         title="answer ChunkMean's guard with a derived Dim",
         goal=("ChunkMean views each row of x (B, T) as 4 chunks. Write the dynamic_shapes so that every T that is a "
               "multiple of 4 from 8 to 64 exports, passes the host check, runs and matches eager, T=30 is refused on "
-              "the host, and the delegation report is no worse than the static export's."),
+              "the host, the memory plan holds T = 64 and not more, and the delegation report is no worse than the "
+              "static export's."),
         grade=_grade_derived_dim, solve=solve_derived_dim,
         context=lambda: {**base_context(), "ChunkMean": ChunkMean}, kind="dynamic_shapes"),
 ]

@@ -132,6 +132,9 @@ def shipped_batch_program():
     return lower(BatchStatsClassifier(), (_samples(8, 0),), dynamic_shapes={"x": {0: Dim("batch", min=1, max=8)}})
 
 
+_LARGEST_BATCH = 8  # the app sends 1 to 8 samples
+
+
 def _grade_phone_disagrees(answer: Any) -> list[Verdict]:
     from helpers.lowering import lower_methods
 
@@ -173,12 +176,21 @@ def _grade_phone_disagrees(answer: Any) -> list[Verdict]:
             raise KeyError(f"pick() chose {name!r}, which is not a method of the program ({', '.join(art.methods)})")
         return art.run(x, method=name)
 
-    probes = [Probe(f"batch {n}", (_samples(n, 10 + n),)) for n in (1, 2, 3, 5, 8)]
+    probes = [Probe(f"batch {n}", (_samples(n, 10 + n),)) for n in range(1, _LARGEST_BATCH + 1)]
     probes += [Probe(f"batch 1 (sample {s})", (_samples(1, 30 + s),)) for s in range(3)]
     verdicts.append(parity(reference, art, probes, run=app, criterion=(
         "the app's call matches the original for every batch 1–8 (the phone sends 1)"), hint=(
         "export assumes a dynamic size is never 0 or 1 while it traces: what does that make of `x.shape[0] > 1`, "
         "and which call can the app make for a single sample instead?")))
+    if not verdicts[-1].passed:
+        return verdicts
+    planned = {name: (art.runtime_input_shapes(name)[0] or (0,))[0] for name in art.methods}
+    over = {name: rows for name, rows in planned.items() if rows > _LARGEST_BATCH}
+    verdicts.append(Verdict(
+        f"no method plans for more than {_LARGEST_BATCH} samples", not over,
+        ("; ".join(f"method {name!r} plans for {rows} samples" for name, rows in over.items()) if over else
+         ", ".join(f"{name}: at most {rows}" for name, rows in planned.items())),
+        "each method's memory is planned for its Dim's max and held on every call: bound it by what the app sends"))
     return verdicts
 
 
@@ -325,7 +337,8 @@ EXERCISES = [
         id="12.phone_disagrees", lesson=LESSON,
         title="“the .pte disagrees with eager on the phone”: ship what the phone calls",
         goal=("The shipped program (one method, batch ∈ [1, 8], exported at batch 8) is wrong for the phone's single "
-              "samples. Give the app methods and a pick() so every batch from 1 to 8 gets the original's answer."),
+              "samples. Give the app methods and a pick() so every batch from 1 to 8 gets the original's answer, and no "
+              "method plans memory for more than 8 samples."),
         grade=_grade_phone_disagrees, solve=solve_phone_disagrees, context=_context, kind="methods",
         revisit=("07_dynamic_dims", "05_hoisting")),
     Exercise(

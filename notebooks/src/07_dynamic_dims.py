@@ -313,8 +313,9 @@ print("torch suggests:", " | ".join(d.suggested_fixes))
 # ### ✏️ Exercise 07.derived_dim: adopt the suggestion
 #
 # Write the `dynamic_shapes` for `ChunkMean` (example: T = 32) so that every T that is a multiple of 4 from 8 to 64
-# exports, passes the host check, runs and matches eager, and T = 30 is refused on the host. The check also
-# re-checks **delegation** against the static export: a fix is done only when that is re-checked too.
+# exports, passes the host check, runs and matches eager, T = 30 is refused on the host, and the memory plan holds
+# T = 64, not more. The check also re-checks **delegation** against the static export: a fix is done only when that
+# is re-checked too.
 
 # %%
 # ✏️ Exercise 07.derived_dim — edit this cell, then run the check below.

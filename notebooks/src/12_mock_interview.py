@@ -105,7 +105,8 @@ for n in (8, 1):
 # %% [markdown]
 # Ship something the phone can call. Your answer is the program's methods and the app's `pick(x)`, which
 # chooses the method for each call (lesson 05's hoisting, on a size this time). The check runs every batch
-# from 1 to 8 through your `pick` and the methods you export, against the original in eager mode.
+# from 1 to 8 through your `pick` and the methods you export, against the original in eager mode, and reads how
+# many samples each method plans memory for (8 at most: the app never sends more).
 
 # %%
 # ✏️ Exercise 12.phone_disagrees — edit this cell, then run the check below.
