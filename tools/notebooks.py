@@ -40,6 +40,10 @@ def _cells(nb: nbformat.NotebookNode) -> list[tuple[str, str]]:
     return [(cell.cell_type, cell.source.strip()) for cell in nb.cells]
 
 
+def _metadata(nb: nbformat.NotebookNode) -> list[dict]:
+    return [_kept_metadata(dict(cell.metadata)) for cell in nb.cells]
+
+
 def _stable_ids(nb: nbformat.NotebookNode, previous: nbformat.NotebookNode | None) -> None:
     old = {}
     if previous is not None:
@@ -75,13 +79,27 @@ def _settle_streams(outputs: list) -> list:
     return settled
 
 
+# Cell metadata a lesson may carry (set in its py:percent source): nbval's tag for a cell whose output varies
+# (timings), and the closed "Checked for CI" section at the end of a lesson (its heading collapsed in JupyterLab, its
+# code cells tagged ci-check with their source hidden). Anything else is stripped.
+KEPT_CELL_METADATA = {
+    "tags": [["nbval-ignore-output"], ["ci-check"]],
+    "jupyter": [{"source_hidden": True}],
+    "jp-MarkdownHeadingCollapsed": [True],
+}
+
+
+def _kept_metadata(metadata: dict) -> dict:
+    return {key: value for key, value in metadata.items() if value in KEPT_CELL_METADATA.get(key, [])}
+
+
 def _clean(nb: nbformat.NotebookNode) -> None:
     nb.metadata = {
         "kernelspec": {"display_name": "Python 3 (exportlab)", "language": "python", "name": "python3"},
         "language_info": {"name": "python"},
     }
     for cell in nb.cells:
-        cell.metadata = {}
+        cell.metadata = _kept_metadata(dict(cell.metadata))
         if cell.cell_type == "code":
             cell.outputs = _settle_streams(cell.get("outputs", []))
             for out in cell.get("outputs", []):
@@ -286,7 +304,7 @@ def check() -> int:
         problems.append(f"{stem}: has {'a notebook but no source' if stem in notebooks else 'a source but no notebook'}")
     for stem in sorted(set(notebooks) & set(sources)):
         nb = nbformat.read(notebooks[stem], as_version=4)
-        if _cells(nb) != _cells(jupytext.read(sources[stem])):
+        if _cells(nb) != _cells(jupytext.read(sources[stem])) or _metadata(nb) != _metadata(jupytext.read(sources[stem])):
             problems.append(f"{stem}: notebook and notebooks/src/{stem}.py differ — run `make notebooks NB={stem}`")
         for i, cell in enumerate(nb.cells):
             if cell.cell_type != "code" or not cell.source.strip():
@@ -296,7 +314,7 @@ def check() -> int:
             if any(o.get("output_type") == "error" for o in cell.get("outputs", [])) \
                     and "NBVAL_RAISES_EXCEPTION" not in cell.source:
                 problems.append(f"{stem}: cell {i} stores an error output")
-            if cell.get("metadata"):
+            if cell.get("metadata", {}) != _kept_metadata(dict(cell.get("metadata", {}))):
                 problems.append(f"{stem}: cell {i} carries metadata (run `make notebooks`)")
     for p in problems:
         print("-", p)

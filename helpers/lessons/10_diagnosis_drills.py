@@ -25,7 +25,7 @@ import torch
 from torch import nn
 from torch.export import Dim
 
-from helpers import models
+from helpers import lowering, models
 from helpers._quiet import captured_output, runtime_log_lines
 from helpers.artifact import PteArtifact
 from helpers.diagnose import diagnose_export
@@ -332,10 +332,15 @@ def run_ci_example(path: str | Path, config: str | None = None) -> dict[str, Any
             target = Path(tmp) / f"test_export_ci_{abs(hash(config)) % 10**8}.py"
             target.write_text(source[:start] + config.strip() + "\n" + source[end:])
         counter = Count()
-        with captured_output():
-            # no:nbval — the notebook plugin is not needed here, and importing it (nbformat, jsonschema) costs seconds
-            code = pytest.main([str(target), "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "-p", "no:nbval"],
-                               plugins=[counter])
+        progress = lowering.progress_enabled()  # the test file turns progress lines off for its own run
+        try:
+            with captured_output():
+                # no:nbval — the notebook plugin is not needed here, and importing it (nbformat, jsonschema) costs
+                # seconds
+                code = pytest.main([str(target), "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "-p",
+                                    "no:nbval"], plugins=[counter])
+        finally:
+            lowering.set_progress(progress)
     return {"exit code": int(code), **counter.outcomes, "failed tests": counter.failed}
 
 

@@ -39,7 +39,7 @@ __all__ = [
     "WideMLP", "process_memory",
     "plot_memory_plan", "FrameTokens", "declined_reasons",
     "MethodSignature", "inside_summary", "camera_explorer", "widget_demo", "dim_modes", "ChunkMean", "ChunkedMean", "HalfDiff", "TinySegmenter",
-    "segmenter_program", "arena_vs_max", "median_latency_ms",
+    "segmenter_program", "segmenters_by_max", "arena_vs_max", "median_latency_ms",
     "latency_rounds", "ratio_sentence", "LowResSegmenter", "upsample_on_host",
 ]
 
@@ -402,6 +402,19 @@ def segmenter_program(max_side: int | None = None, size: int = VISION_SIZE,
         return model, lower(model, (example,)), example, None
     dynamic = {"x": {2: Dim("height", min=min_side, max=max_side), 3: Dim("width", min=min_side, max=max_side)}}
     return model, lower(model, (example,), dynamic_shapes=dynamic), example, dynamic
+
+
+def segmenters_by_max(maxes: Sequence[int]) -> dict[int, PteArtifact]:
+    """The dynamic segmenter's program for each ``max`` side (each a real export + lowering, cached), built without
+    a progress line per program."""
+    from helpers import lowering
+
+    progress = lowering.progress_enabled()
+    lowering.set_progress(False)
+    try:
+        return {m: segmenter_program(max_side=m)[1] for m in maxes}
+    finally:
+        lowering.set_progress(progress)
 
 
 def arena_vs_max(maxes: Sequence[int], build: Callable[[int], PteArtifact], method: str = "forward") -> list[int]:

@@ -199,10 +199,10 @@ explorer.set(batch=2, sign=1.0).verdict
 # %%
 interview.ask("00.pipeline")
 
-# %% [markdown]
-# ### Check: what this lesson claims holds
+# %% [markdown] jp-MarkdownHeadingCollapsed=true
+# ## Checked for CI: what this lesson claims holds
 
-# %%
+# %% tags=["ci-check"] jupyter={"source_hidden": true}
 assert "aten.add" in exported.graph_module.code and "cond" not in exported.graph_module.code
 assert torch.allclose(device_out, model(x), atol=1e-5)
 counts = report.counts()

@@ -410,10 +410,10 @@ print(f"{len(my_finds)} case(s) run" if my_finds else "No cases yet: add the one
 # %%
 interview.ask("01.why_disagree")
 
-# %% [markdown]
-# ### Check: the fixed models match eager on their probe sets
+# %% [markdown] jp-MarkdownHeadingCollapsed=true
+# ## Checked for CI: the fixed models match eager on their probe sets
 
-# %%
+# %% tags=["ci-check"] jupyter={"source_hidden": true}
 assert flag_report.counts()["rejected"] == 0 and flag_report.counts()["eager_error"] == 0, flag_report
 assert flag_report.counts()["diverge"] > 0 and next(r for r in flag_report if r.label == "values: zeros").status == "match"
 assert loop_report.ok_within_contract, loop_report

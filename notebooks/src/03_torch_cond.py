@@ -289,10 +289,10 @@ grade = exercises.check("03.cond_rewrite", answer)
 # %%
 interview.ask("03.cond_constraints")
 
-# %% [markdown]
-# ### Check: the cond model matches eager on both sides, and the costs are as stated
+# %% [markdown] jp-MarkdownHeadingCollapsed=true
+# ## Checked for CI: the cond model matches eager on both sides, and the costs are as stated
 
-# %%
+# %% tags=["ci-check"] jupyter={"source_hidden": true}
 sides = cf.branch_sides(probes, lambda t: t.sum() > 0)
 assert sides["true"] > 0 and sides["false"] > 0, sides
 assert report.ok and original_report.ok, report

@@ -102,8 +102,7 @@ questions.ask("04.heavy_faster")
 # interleaved so they share the machine's noise. The sentences below the table are generated from
 # these numbers, and say only what every round agrees on. Your numbers will differ from these.
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 cheap_pair = timing.latency_spread({"where": art_where, "cond": art_cond},
                                {"true side": x.abs() + 0.1, "false side": -(x.abs() + 0.1)})
 heavy = timing.latency_spread({"where": art_heavy_where, "cond": art_heavy_cond},
@@ -113,8 +112,7 @@ for title, table in {"cheap pair (ScaleOrShift)": cheap_pair, "MLP vs x·0.5 (He
     for side, row in table.items():
         print(f"{title}, {side}: {timing.compare_speed('where', row['where'], 'cond', row['cond'])}")
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 groups = {"cheap pair,\ntrue side": cheap_pair["true side"], "cheap pair,\nfalse side": cheap_pair["false side"],
           "MLP vs x·0.5,\nMLP side taken": heavy["MLP side taken"],
           "MLP vs x·0.5,\nx·0.5 side taken": heavy["x·0.5 side taken"]}
@@ -276,10 +274,10 @@ grade = exercises.check("04.where_rewrite", answer)
 # %%
 interview.ask("04.where_tradeoff")
 
-# %% [markdown]
-# ### Check: the `where` models match eager on both sides, and the measured relations hold
+# %% [markdown] jp-MarkdownHeadingCollapsed=true
+# ## Checked for CI: the `where` models match eager on both sides, and the measured relations hold
 
-# %%
+# %% tags=["ci-check"] jupyter={"source_hidden": true}
 sides = cf.branch_sides(probes, lambda t: t.sum() > 0)
 assert sides["true"] > 0 and sides["false"] > 0, sides
 assert where_report.ok, where_report

@@ -238,10 +238,10 @@ grade = exercises.check("05.hoist", answer)
 # %%
 interview.ask("05.hoist")
 
-# %% [markdown]
-# ### Check: the hoisted program, driven by the app, matches the original eager model on both sides
+# %% [markdown] jp-MarkdownHeadingCollapsed=true
+# ## Checked for CI: the hoisted program, driven by the app, matches the original eager model on both sides
 
-# %%
+# %% tags=["ci-check"] jupyter={"source_hidden": true}
 picked = {r.label.rsplit("→ ", 1)[1] for r in hoisted}
 assert picked == {"a", "b"}, picked
 assert hoisted.ok, hoisted

@@ -155,8 +155,7 @@ print(f"arena with XNNPACK:              {artifact.planned_memory_bytes():,} byt
 # two 1024×1024 linear layers, 8.4 MB of weights, lowered to XNNPACK. Measured in a fresh process, how much the
 # process grows when it loads the method (the figure varies a little from run to run):
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 wide = shapes.WideMLP()
 wide_art = helpers.lower(wide, (torch.randn(1, 1024),))
 held = shapes.process_memory(wide_art, [(1, 1024)])
@@ -363,10 +362,10 @@ print(report)
 # %%
 interview.ask("06.static_reject")
 
-# %% [markdown]
-# ### Check: what this lesson claims holds
+# %% [markdown] jp-MarkdownHeadingCollapsed=true
+# ## Checked for CI: what this lesson claims holds
 
-# %%
+# %% tags=["ci-check"] jupyter={"source_hidden": true}
 helpers.set_progress(False)  # the checks below load cached programs: no progress lines
 assert report.ok_within_contract, report
 assert all(r.status in ("rejected", "eager_error") for r in report if not r.within_contract), report.table()

@@ -127,9 +127,7 @@ questions.ask("08.raise_max")
 
 # %%
 maxes = [64, 96, 128, 192, 256]
-helpers.set_progress(False)  # five programs: no progress line for each
-by_max = {m: shapes.segmenter_program(max_side=m)[1] for m in maxes}
-helpers.set_progress(None)
+by_max = shapes.segmenters_by_max(maxes)
 arena = [by_max[m].planned_memory_bytes() for m in maxes]
 coverage = [by_max[m].delegation().coverage for m in maxes]
 for m, b, c in zip(maxes, arena, coverage):
@@ -197,8 +195,7 @@ grade = exercises.check("08.arena_budget", answer)
 # below comes with its spread across rounds. Timings vary between machines and runs: this output is not compared
 # in CI, and the sentences are computed from the numbers above them.
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 print(f"the runtime's thread pool: {helpers.runtime_threads()} threads (torch.set_num_threads does not set it)")
 portable = helpers.lower(model, (frame,), backend="portable")
 rounds = shapes.latency_rounds({
@@ -216,8 +213,7 @@ print(shapes.ratio_sentence("classifier, dynamic / static", rounds["classifier d
 print(shapes.ratio_sentence("segmenter, portable only / XNNPACK static", rounds["segmenter portable only"],
                             rounds["segmenter static"]))
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 median = {name: sorted(ms)[len(ms) // 2] for name, ms in rounds.items()}
 plots.grouped_bars(["segmenter", "classifier"],
                    {"static": [median["segmenter static"], median["classifier static"]],
@@ -311,10 +307,10 @@ print(dynamic_report)
 # %%
 interview.ask("08.cost_of_dynamic")
 
-# %% [markdown]
-# ### Check: what this lesson claims holds
+# %% [markdown] jp-MarkdownHeadingCollapsed=true
+# ## Checked for CI: what this lesson claims holds
 
-# %%
+# %% tags=["ci-check"] jupyter={"source_hidden": true}
 helpers.set_progress(False)  # the checks below load cached programs: no progress lines
 assert static_report.ok_within_contract and dynamic_report.ok_within_contract, dynamic_report.table()
 assert static.delegation().portable_nodes == 0 and dynamic.delegation().portable_ops() == ["aten_upsample_bilinear2d_vec"]

@@ -267,8 +267,7 @@ grade = exercises.check("09.pick_buckets", answer)
 # thread pool. Five rounds, everything interleaved, so each comparison has a spread. Timings vary
 # between machines: this output is not compared in CI, and the sentences are computed from the rounds.
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 print(f"the runtime's thread pool: {helpers.runtime_threads()} threads")
 seq = Dim("seq", min=1, max=512)
 dynamic_tokens = helpers.lower(token_model, bucketing.pad_to(bucketing.tokens(128), 128),
@@ -284,8 +283,7 @@ print(shapes.ratio_sentence(f"dynamic Dim / four buckets ({finest})", timing["dy
 print(f"processed positions saved by four buckets instead of one: "
       f"{1 - (1 - trade['padding_waste'].iloc[0]) / (1 - trade['padding_waste'].iloc[-1]):.0%}")
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 plots.series(n, {"buckets (mean per request)": [sorted(timing["/".join(map(str, b))])[2] for b in bucket_sets],
                  "dynamic Dim (mean per request)": [sorted(timing["dynamic"])[2]] * len(n)},
              xlabel="number of buckets", ylabel="ms per request", title="Latency vs number of buckets")
@@ -343,10 +341,10 @@ interview.ask("09.dynamic_or_buckets")
 # %%
 interview.ask("09.choose_buckets")
 
-# %% [markdown]
-# ### Check: what this lesson claims holds
+# %% [markdown] jp-MarkdownHeadingCollapsed=true
+# ## Checked for CI: what this lesson claims holds
 
-# %%
+# %% tags=["ci-check"] jupyter={"source_hidden": true}
 helpers.set_progress(False)  # the checks below load cached programs: no progress lines
 assert letterbox_report.ok_within_contract and static.delegation().portable_nodes == 0, letterbox_report
 assert (edge_table[["one .pte", "separate files"]] == "match").all().all(), edge_table

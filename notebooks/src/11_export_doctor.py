@@ -423,10 +423,10 @@ interview.ask("11.export_ci")
 # %%
 interview.ask("11.parity_blind_spots")
 
-# %% [markdown]
-# ## Check: the fixed models pass, the command agrees with the notebook, the real models reach their verdicts
+# %% [markdown] jp-MarkdownHeadingCollapsed=true
+# ## Checked for CI: the fixed models pass, the command agrees with the notebook, the real models reach their verdicts
 
-# %%
+# %% tags=["ci-check"] jupyter={"source_hidden": true}
 for name, r in lesson.gallery_reports().items():
     if "(fixed)" in name:
         assert r.passed and r.parity.ok_within_contract, r
