@@ -66,9 +66,11 @@ def test_ci_checks_are_out_of_the_reading_path(path):
     assert not problems(path), "\n".join(problems(path))
 
 
-@pytest.mark.parametrize("path", [p for p in NOTEBOOKS if not p.stem.startswith("12_")], ids=lambda p: p.stem)
-def test_every_lesson_checks_its_claims(path):
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_a_lesson_that_asks_predictions_checks_its_claims(path):
     cells = json.loads(path.read_text())["cells"]
+    if not any("questions.ask(" in _source(c) or "questions.reveal(" in _source(c) for c in cells):
+        return  # the mock interview asks no prediction and states no measured claim of its own
     checks = [c for c in cells if "ci-check" in c.get("metadata", {}).get("tags", [])]
     assert checks and any(_ci_statements(_source(c)) for c in checks), path.stem
 
