@@ -105,15 +105,6 @@ def test_torch_check_on_a_semantic_branch_exports_one_side_and_diverges():
     assert helpers.check_one(M.ScaleOrShift(), art, (-x.abs() - 0.1,)).status == "diverge"
 
 
-def test_check_is_size_is_being_retired_in_this_torch():
-    import warnings
-
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        torch._check_is_size(3)
-    assert caught and caught[0].category is FutureWarning and "_check(i >= 0)" in str(caught[0].message)
-
-
 def test_value_probes_keep_the_example_shape_and_shifted_moves_the_sign():
     x = rand(3, 4)
     probes = cf.value_probes((x,))

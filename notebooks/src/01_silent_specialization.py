@@ -391,6 +391,10 @@ print(f"{len(my_finds)} case(s) run" if my_finds else "No cases yet: add the one
 # %% [markdown]
 # ## Takeaways
 #
+# **The one to keep:** export keeps the *outcome* of every Python decision it meets, and the `.pte` runs that outcome
+# for every input without a word. Only a comparison with eager on varied inputs finds it.
+#
+# In detail:
 # - Export records the *outcome* of every Python decision it meets; the other branch does not exist in
 #   the `.pte`.
 # - Config attributes, Python scalar arguments and static sizes are plain Python values while tracing: an

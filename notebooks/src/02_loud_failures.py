@@ -15,8 +15,6 @@
 # portable kernels, Dynamo.
 
 # %%
-import warnings
-
 import torch
 from torch.export import Dim
 
@@ -199,16 +197,6 @@ fixes.instructions(art_valid)
 print("n = 0:", helpers.check_one(cf.ValidMean(), art_valid, (clip, torch.tensor([0]))).describe())
 
 # %% [markdown]
-# One detail of the API on this torch: `torch._check_is_size(i)`, which older code uses for the same purpose,
-# is being retired. Calling it says so:
-
-# %%
-with warnings.catch_warnings(record=True) as caught:
-    warnings.simplefilter("always")
-    torch._check_is_size(3)
-print(f"{caught[0].category.__name__}: {caught[0].message}")
-
-# %% [markdown]
 # `ScaleOrShiftChecked` is `ScaleOrShift` with a promise in front of its `if`: `torch._check(x.sum() > 0)`, the sum
 # is always positive:
 
@@ -328,8 +316,11 @@ print(gate_report)
 # %% [markdown]
 # ## Takeaways
 #
+# **The one to keep:** a loud failure is the good outcome. Read its kind, find the line, decide whether the branch is
+# semantic or incidental, fix it, and re-check the `.pte` against the *original* model on inputs from both sides.
+#
+# In detail:
 # - `torch.compile` can break a graph and fall back to Python; export cannot, and neither can the device runtime.
-# - A loud failure is the good outcome: it happens on your machine, not in the field.
 # - Read the error's *kind* first: a guard on data (`u0`, "data-dependent") is control flow; "not in Core ATen" /
 #   "kernel not found" / "no fake impl" is an operator, and its stage matters; "Constraints violated" with a
 #   suggested `Dim` is a size assumption.

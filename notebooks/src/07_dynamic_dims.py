@@ -8,8 +8,8 @@
 #   `min=1`, to `Dim.AUTO` and to a size-1 example;
 # - what the `.pte` really checks at run time (rank, dtype, a maximum size), what it does not, and the host-side
 #   check that covers the rest; what happens to a `Dim` without `max`;
-# - the guards export adds when `forward()` does arithmetic on a dynamic size, how to answer them, and why every
-#   fix is re-checked: parity **and** delegation.
+# - the guards export adds when `forward()` does arithmetic on a dynamic size, how to answer them with a derived
+#   `Dim`, and what that can drop.
 #
 # **Terms** (from [lesson 00](00_start_here.ipynb)): `Dim`, guard, specialization, input contract, memory plan /
 # arena, delegate, portable kernels. From lesson 06: `MethodMeta`, `TensorInfo`. New here, defined where they first
@@ -181,6 +181,11 @@ for shape in [(1, 3, 48, 64), (1, 3, 100, 150), (1, 3, 16, 16), (1, 3, 200, 200)
 # input, or a `max` as long as the input still fits the capacity: each input outside the contract either runs or
 # fails somewhere you did not choose.
 #
+# `run_raw`, the device's path in these lessons, skips the host check. It refuses only the inputs that would reach the
+# XNNPACK delegate with sizes that contradict each other (a zero-size tensor, a broken tie between axes that share a
+# `Dim`, a static axis changed on one of several inputs): undefined behaviour in ExecuTorch 1.5.1, explained in
+# `run_raw`'s docstring. Reports call those *refused on the host*, apart from what the runtime *rejects* itself.
+#
 # ### The host check
 #
 # The app must enforce the contract itself, before it calls the model: the **host check**. `art.run` does that here:
@@ -192,28 +197,6 @@ err = helpers.show_error(clip_art.run, one_frame)
 
 # %%
 err = helpers.show_error(bounded.run, shapes.camera_frame(100, 150))
-
-# %% [markdown]
-# ### What `run_raw` does, precisely
-#
-# `run_raw` is the device's path: no host check, the runtime's own checks only (rank, dtype, capacity; for a
-# static input its exact shape). With one exception. On a program that has a dynamic axis and an XNNPACK delegate,
-# three kinds of input reach the delegate with sizes that contradict each other: a zero-size tensor, two axes that
-# share a `Dim` but differ, and a static axis changed on one of several inputs. In ExecuTorch 1.5.1 the delegate
-# then reads sizes it never set, or fails its shape propagation in a way that can leave XNNPACK's process-wide
-# state broken (programs loaded *afterwards* fail too). That is undefined behaviour, on a phone as here, so
-# `run_raw` refuses those inputs **on the host**, before the runtime, and says so. Reports keep the two apart:
-# *refused on the host* (ours, for undefined behaviour) is not *rejected by the runtime* (its own check). The
-# `ids`/`mask` pair with a broken tie:
-
-# %%
-err = helpers.show_error(token_art.run_raw, torch.randint(0, 32, (1, 10), generator=g), torch.ones(1, 12))
-
-# %% [markdown]
-# The host check says the same thing as a contract violation, with the fix:
-
-# %%
-err = helpers.show_error(token_art.run, torch.randint(0, 32, (1, 10), generator=g), torch.ones(1, 12))
 
 # %% [markdown]
 # ## `Dim.AUTO`, `Dim.DYNAMIC`, `Dim.STATIC`, and a `Dim` without `max`
@@ -314,8 +297,8 @@ print("torch suggests:", " | ".join(d.suggested_fixes))
 #
 # Write the `dynamic_shapes` for `ChunkMean` (example: T = 32) so that every T that is a multiple of 4 from 8 to 64
 # exports, passes the host check, runs and matches eager, T = 30 is refused on the host, and the memory plan holds
-# T = 64, not more. The check also re-checks **delegation** against the static export: a fix is done only when that
-# is re-checked too.
+# T = 64, not more. The check also re-checks **delegation** against the static export (a symbolic size can move an
+# operator off XNNPACK: lesson 08): a fix is done only when that is re-checked too.
 
 # %%
 # ✏️ Exercise 07.derived_dim — edit this cell, then run the check below.
@@ -325,7 +308,7 @@ answer = {"x": {1: Dim("T", min=8, max=64)}}
 grade = exercises.check("07.derived_dim", answer)
 
 # %% [markdown]
-# ### A slice at a computed index, and what it costs
+# ### A derived `Dim` can drop a valid size
 #
 # `HalfDiff` returns the first half of each row minus the second half. The halves only line up when T is even:
 
@@ -344,56 +327,12 @@ print(half_art.input_contract(), "·", "T = 4, 10, 64:", half_report.summary())
 # The contract says `2*half ∈ [4, 64]`, not `[2, 64]`: export traces the root `half` like any dynamic size, so 0/1
 # specialization starts it at 2, whatever min you declared for it. Following torch's suggestion to the letter has
 # dropped T = 2, a row `HalfDiff` handles in eager (one value minus the other): such a row is now outside the
-# contract, and no error or warning said so. (The host check refuses it; the fix below keeps it.)
+# contract, and no error or warning said so. The host check refuses it.
 #
-# Parity holds on the rest. Now re-check delegation, against the static export of the same model:
-
-# %%
-half_static = helpers.lower(shapes.HalfDiff(), (x,))
-print("static: ", half_static.delegation().summary())
-print("dynamic:", half_art.delegation().summary())
-for op, why in shapes.declined_reasons(half_art).items():
-    print(f"  on portable kernels: {op} — {'; '.join(why)}")
-
-# %% [markdown]
-# The static program is entirely on XNNPACK. With the derived `Dim`, the two slices fell back to the portable
-# kernels (and the size arithmetic, reading T and halving it, now happens at run time, as integer operations of the
-# runtime). XNNPACK's slice rule gave its own reason, "invalid dtype": its first check looks at every argument of the node and
-# declines any that is not a tensor, and the slice's end is the symbolic integer T // 2. (In ExecuTorch 1.5.1,
-# XNNPACK's rules also decline a slice whose input or output has a symbolic size, a reshape to a symbolic shape, a
-# bilinear upsample with a dynamic output size and a max-pool with `ceil_mode` on a dynamic shape.) The model still
-# runs, with that part on the portable kernels: nothing tells you unless you read the report.
-#
-# Moving the size arithmetic to the host avoids it: the app splits each row in two and passes two inputs that share
-# one `Dim`, so the model does no size arithmetic at all.
-
-# %%
-class HalvesDiff(torch.nn.Module):
-    """HalfDiff with the split done by the host: two inputs of equal length (one shared Dim)."""
-
-    def forward(self, first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:
-        return first - second
-
-
-halves = Dim("half", min=1, max=32)
-halves_art = helpers.lower(HalvesDiff(), (x[:, :16].contiguous(), x[:, 16:].contiguous()),
-                           dynamic_shapes={"first": {1: halves}, "second": {1: halves}})
-
-
-def split_on_host(row_batch):
-    half_len = row_batch.shape[1] // 2
-    return row_batch[:, :half_len].contiguous(), row_batch[:, half_len:].contiguous()
-
-
-rows = [torch.randn(2, t, generator=g) for t in (2, 4, 10, 64)]
-host_ok = all(torch.allclose(halves_art.run(*split_on_host(r))[0], shapes.HalfDiff()(r), atol=1e-5) for r in rows)
-print(halves_art.input_contract())
-print(halves_art.delegation().summary(), "· matches HalfDiff on T = 2, 4, 10, 64:", host_ok)
-
-# %% [markdown]
 # Each guard message is a place where the model reasons about sizes. Read it as a question ("is this really true
 # for every length you declared?") and answer it with a tighter or derived `Dim`, or by moving the size arithmetic
-# to the host; then re-check parity and delegation.
+# to the host; then re-check parity, and delegation: what this derived `Dim` costs `HalfDiff` on XNNPACK, and how
+# the host avoids it, is lesson 08.
 
 # %% [markdown]
 # ## Parity: inside the contract it matches; outside, something refuses
@@ -419,6 +358,11 @@ print("the host check (run) refuses every one of them:",
 
 # %% [markdown]
 # ## Takeaways
+#
+# **The one to keep:** a `Dim` is a contract that only your host enforces. Declare the range the graph really
+# supports, bound it, check it before the runtime, and probe every edge and one step beyond.
+#
+# In detail:
 # - `dynamic_shapes={"input": {axis: Dim("name", min=…, max=…)}}`: the name documents the axis, the range is the
 #   contract. One `Dim` object on two inputs says the axes are equal.
 # - Export traces a dynamic size as ≥ 2 (0/1 specialization): a `min=1` is traced as 2, `AUTO`/`DYNAMIC` start at 2,
@@ -431,7 +375,7 @@ print("the host check (run) refuses every one of them:",
 # - `Dim.AUTO` is for exploring: it can come out static without an error (read the contract), and without a `max`,
 #   ExecuTorch plans the axis at the **example's** size. Ship a named, bounded `Dim`.
 # - A guard error marks size arithmetic in `forward()`: adopt the suggested derived `Dim`, or move the arithmetic
-#   to the host; then re-check parity **and** delegation (a dynamic slice left XNNPACK).
+#   to the host; then re-check parity **and** delegation (lesson 08).
 #
 # ## Interview question
 #
@@ -453,7 +397,7 @@ assert clip_report.ok_within_contract and clip_art.input_contract().violations((
 assert torch.isnan(clip_art.run_raw(one_frame)[0]).all()  # the trap: the runtime runs it
 assert auto_art.runtime_input_shapes() == [(1, 8, 4)]  # AUTO without max: planned at the example's size
 assert loop_modes[0]["recorded"] == "static 3"
-assert half_report.ok and half_static.delegation().portable_nodes == 0 and half_art.delegation().portable_nodes > 0
+assert half_report.ok
 try:  # "eager ChunkMean cannot take them either"
     shapes.ChunkMean()(torch.randn(2, 30))
     raise AssertionError("eager ChunkMean took T = 30")
@@ -461,7 +405,6 @@ except RuntimeError as exc:
     assert "invalid for input of size" in str(exc)
 two = torch.randn(2, 2, generator=g)  # T = 2: valid for HalfDiff in eager, dropped by the derived Dim
 assert half_art.input_contract().violations((two,)) and shapes.HalfDiff()(two).shape == (2, 1)
-assert host_ok and halves_art.delegation().portable_nodes == 0
 for exercise_id in ("07.bound_dim", "07.derived_dim"):
     assert exercises.get(exercise_id).check(exercises.solution(exercise_id)).passed, exercise_id
 expected = {"07.one_frame": "diverge", "07.wide_frame": "runs it", "07.auto_tokens": "rejects it",

@@ -77,8 +77,8 @@ for op, why in shapes.declined_reasons(dynamic).items():
 # output size is symbolic. In ExecuTorch 1.5.1 the XNNPACK rules that look at dynamic sizes are few: this upsample
 # (dynamic output size), a reshape (`view`) to a shape with a symbolic size, a slice whose input or output has a
 # symbolic size, and a max-pool with `ceil_mode` on a dynamic shape. One check shared by every rule also declines a
-# node with an argument that is not a tensor, such as a size computed at run time: that is what took lesson 07's
-# slice at `T // 2` (as "invalid dtype"). Any other operator is judged the same way for static and dynamic sizes.
+# node with an argument that is not a tensor, such as a size computed at run time (lesson 07's `HalfDiff`, below).
+# Any other operator is judged the same way for static and dynamic sizes.
 #
 # Delegated coverage side by side (graph nodes, from each program's delegation report):
 
@@ -112,6 +112,53 @@ print(vision_dynamic.delegation().summary())
 # %% [markdown]
 # So a dynamic size is not always a delegation loss: it depends on the operators. You find out by looking, per
 # model.
+#
+# ### A size computed at run time
+#
+# Lesson 07's `HalfDiff` returns the first half of each row minus the second half; with torch's derived `Dim`
+# (`T = 2 * half`) it exports and matches eager. Its static and dynamic programs, side by side:
+
+# %%
+rows = torch.randn(2, 32, generator=torch.Generator().manual_seed(7))
+half_static = helpers.lower(shapes.HalfDiff(), (rows,))
+half_art = helpers.lower(shapes.HalfDiff(), (rows,), dynamic_shapes={"x": {1: 2 * Dim("half", min=1, max=32)}})
+print("static: ", half_static.delegation().summary())
+print("dynamic:", half_art.delegation().summary())
+for op, why in shapes.declined_reasons(half_art).items():
+    print(f"  on portable kernels: {op} — {'; '.join(why)}")
+
+# %% [markdown]
+# The static program is entirely on XNNPACK. With the derived `Dim`, the two slices fell back to the portable
+# kernels (and the size arithmetic, reading T and halving it, now happens at run time, as integer operations of the
+# runtime). XNNPACK's slice rule gave its own reason, "invalid dtype": its first check looks at every argument of the
+# node and declines any that is not a tensor, and the slice's end is the symbolic integer T // 2. The model still
+# runs, with that part on the portable kernels: nothing tells you unless you read the report.
+#
+# Moving the size arithmetic to the host avoids it: the app splits each row in two and passes two inputs that share
+# one `Dim`, so the model does no size arithmetic at all.
+
+# %%
+class HalvesDiff(torch.nn.Module):
+    """HalfDiff with the split done by the host: two inputs of equal length (one shared Dim)."""
+
+    def forward(self, first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:
+        return first - second
+
+
+halves = Dim("half", min=1, max=32)
+halves_art = helpers.lower(HalvesDiff(), (rows[:, :16].contiguous(), rows[:, 16:].contiguous()),
+                           dynamic_shapes={"first": {1: halves}, "second": {1: halves}})
+
+
+def split_on_host(row_batch):
+    half_len = row_batch.shape[1] // 2
+    return row_batch[:, :half_len].contiguous(), row_batch[:, half_len:].contiguous()
+
+
+lengths = [torch.randn(2, t, generator=torch.Generator().manual_seed(t)) for t in (2, 4, 10, 64)]
+host_ok = all(torch.allclose(halves_art.run(*split_on_host(r))[0], shapes.HalfDiff()(r), atol=1e-5) for r in lengths)
+print(halves_art.input_contract())
+print(halves_art.delegation().summary(), "· matches HalfDiff on T = 2, 4, 10, 64:", host_ok)
 
 # %% [markdown]
 # ## Memory planning against the maximum
@@ -316,6 +363,8 @@ assert static_report.ok_within_contract and dynamic_report.ok_within_contract, d
 assert static.delegation().portable_nodes == 0 and dynamic.delegation().portable_ops() == ["aten_upsample_bilinear2d_vec"]
 assert shapes.declined_reasons(dynamic) == {"aten_upsample_bilinear2d_vec": ["dynamic output sizes are not supported"]}
 assert vision_dynamic.delegation().portable_nodes == 0
+assert half_static.delegation().portable_nodes == 0 and half_art.delegation().portable_nodes > 0
+assert host_ok and halves_art.delegation().portable_nodes == 0
 assert arena == sorted(arena) and len(set(coverage)) == 1  # the arena grows with max; delegation does not change
 assert max(per_pixel) / min(per_pixel) < 1.1  # ~ max × max
 assert arena[0] > static.planned_memory_bytes()
