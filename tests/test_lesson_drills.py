@@ -29,26 +29,74 @@ EXPECTED = {
 }
 
 
+FIELD = {
+    "early_exit": "data-dependent control flow",
+    "temperature": "silent specialization",
+    "camera_bytes": "input outside the export contract",
+    "ceil_pool": "guard on a dynamic dimension",
+    "rank": "unsupported operator",
+    "flatten": "partial delegation",
+}
+ALL = [*D.DRILLS, *D.FIELD_REPORTS]
+
+
+def test_field_reports_are_on_models_no_lesson_shows():
+    assert {d.name: d.expected for d in D.FIELD_REPORTS} == FIELD
+    shown = {cls.__name__ for cls in vars(models).values() if isinstance(cls, type)}
+    shown |= {cls.__name__ for cls in vars(S).values() if isinstance(cls, type)}
+    built = {type(d.build()[0]).__name__ for d in D.FIELD_REPORTS}
+    assert len(built) >= 4 and not built & shown, built & shown
+    notebooks = "".join(p.read_text() for p in (ROOT / "notebooks" / "src").glob("*.py"))
+    assert not [name for name in built if name in notebooks], built  # not defined or used on any page
+
+
 def test_every_drill_has_an_expected_answer_and_both_tracks_appear():
     assert {d.name: d.expected for d in D.DRILLS} == EXPECTED
     assert set(EXPECTED.values()) <= set(D.ANSWERS)
     assert {d.track for d in D.DRILLS} == {"shapes", "control flow"}
 
 
-@pytest.mark.parametrize("drill", D.DRILLS, ids=lambda d: d.name)
+@pytest.mark.parametrize("drill", ALL, ids=lambda d: d.name)
 def test_investigation_finds_the_answer(drill):
     finding = D.investigate(drill)
-    assert finding.answer == EXPECTED[drill.name], str(finding)
+    assert finding.answer == {**EXPECTED, **FIELD}[drill.name], str(finding)
     assert finding.evidence and finding.fix
 
 
-@pytest.mark.parametrize("drill", D.DRILLS, ids=lambda d: d.name)
+@pytest.mark.parametrize("drill", ALL, ids=lambda d: d.name)
 def test_a_drill_describes_the_symptom_not_the_category(drill):
-    text = str(D.brief(drill)).lower()
+    """Our words (the symptom, the export call, the code) never name the answer; what the user saw is the tools' own
+    message or output, quoted whole from a real run, whatever words it uses."""
+    seen = D.seen(drill)
+    text = str(D.brief(drill))
+    assert seen in text
+    text = text.replace(seen, "").lower()
     for word in ("data-dependent", "guard", "constraint", "delegat", "unsupported", "contract", "speciali",
                  "portable", "healthy"):
         assert word not in text, (drill.name, word)
     assert "def forward" in text and drill.symptom.lower() in text
+
+
+@pytest.mark.parametrize("name, words", [
+    ("sign_router", "export failed — GuardOnDataDependentSymNode: Could not guard on data-dependent expression"),
+    ("batch_gate", "export failed — UserError: Constraints violated (batch)!"),
+    ("steps", "the app's log: The 1-th input of method should have the same value as the input_evalue, but got 3 and 5"),
+    ("median", "lower failed — SpecViolationError: Operator torch._ops.aten.median.dim is not in Core ATen opset"),
+    ("one_frame", "no error; the app's output: [nan, nan]"),
+    ("no_max", "the app's log: Attempted to resize a bounded tensor with a maximum capacity of 32 elements"),
+    ("camera_bytes", "the app's log: Input 0 has unexpected scalar type: expected Float but was Byte"),
+    ("ceil_pool", "export failed — UserError: Constraints violated (height, width)!"),
+    ("rank", "load failed — RuntimeRejectedError: the ExecuTorch runtime refused method 'forward': kernel "
+             "'aten::sort.values' not found"),
+])
+def test_what_the_user_saw_is_the_real_message(name, words):
+    assert D.seen(name).strip().startswith(words), D.seen(name)
+
+
+def test_the_answers_are_defined_before_the_first_drill():
+    assert set(D.DEFINITIONS) == set(D.ANSWERS)
+    source = (ROOT / "notebooks" / "src" / "10_diagnosis_drills.py").read_text()
+    assert source.index("drills.categories()") < source.index('drills.brief("')
 
 
 def test_check_without_an_answer_reveals_nothing_and_a_wrong_one_does_not_raise(capsys):

@@ -27,9 +27,9 @@ from torch.export import Dim
 
 from helpers import lowering, models
 from helpers._quiet import captured_output, runtime_log_lines
-from helpers.artifact import PteArtifact
+from helpers.artifact import PteArtifact, RuntimeRejectedError
 from helpers.diagnose import diagnose_export
-from helpers.display import Source, error_excerpt, show_source
+from helpers.display import Source, error_excerpt, fmt, show_source
 from helpers.exercises.grading import (
     Exercise,
     Verdict,
@@ -55,6 +55,32 @@ ANSWERS = (
     "partial delegation",
     "healthy",
 )
+
+# What each answer means, defined before the first drill: where it shows, and what is wrong.
+DEFINITIONS = {
+    "data-dependent control flow": "export stops: Python control flow (an if, a while) reads a tensor's values, which "
+                                   "are symbols while tracing",
+    "guard on a dynamic dimension": "export stops: the code's size logic does not hold for every size the declared "
+                                    "Dim allows, and torch names a constraint",
+    "unsupported operator": "a build step stops: an operator that stage cannot take (not in Core ATen when lowering, "
+                            "no kernel when the runtime loads the program)",
+    "input outside the export contract": "the program is right for what it was exported for, and the device sends "
+                                         "something else: a shape, a dtype or a baked-in value it was not exported "
+                                         "with",
+    "silent specialization": "the program runs and answers wrong for an input inside its contract: a Python value "
+                             "export read once while tracing (a flag, a number, a shape test) is baked into every "
+                             "call",
+    "partial delegation": "the answers are right, but part of the graph runs on the portable kernels instead of the "
+                          "delegate",
+    "healthy": "exports, lowers, loads, matches eager on varied inputs inside its contract, and the graph is on the "
+               "delegate",
+}
+
+
+def categories() -> Source:
+    """The possible answers of the drills, each defined."""
+    return Source("the answers", "\n".join(f"{answer}: {DEFINITIONS[answer]}." for answer in ANSWERS))
+
 
 FIXES = {
     "data-dependent control flow": "torch.cond / torch.where, hoist the decision into the app, or delete an "
@@ -189,19 +215,41 @@ def investigate(drill: Drill) -> Finding:
 
 def drill(name: str) -> Drill:
     """The drill called ``name``."""
-    found = {d.name: d for d in DRILLS}
+    found = {d.name: d for d in [*DRILLS, *FIELD_REPORTS]}
     if name not in found:
         raise KeyError(f"no drill {name!r}; there are: {', '.join(found)}")
     return found[name]
 
 
 def brief(which: Drill | str) -> Source:
-    """What the learner gets, as in the field: the symptom, the export call, and the model's source."""
+    """What the learner gets, as in the field: the symptom in the user's words and the message or output they
+    saw (computed: the real exporter, lowering and runtime on what they ran), the export call, and the model's
+    source."""
     d = drill(which) if isinstance(which, str) else which
     model, _, _ = d.build()
     code = _code_without_docstrings(type(model))
-    text = f"What the user saw: {d.symptom}\n\nHow it was exported: {d.exported_with}\n\n{code}"
+    text = (f"What the user saw: {d.symptom}\n{seen(d)}\n\nHow it was exported: {d.exported_with}\n\n{code}")
     return Source(f"drill {d.name} ({d.track})", text)
+
+
+def seen(which: Drill | str) -> str:
+    """The message or output the user had in front of them: the first lines of the error of the step that stopped
+    (export, lowering, loading), the runtime's refusal of the device's input, or what the program returned."""
+    d = drill(which) if isinstance(which, str) else which
+    model, example, dynamic = d.build()
+    with captured_output():  # what torch prints while it fails is in the message below
+        diagnosis = diagnose_export(model, example, dynamic)
+    if not diagnosis.ok:
+        lines = [line.strip() for line in diagnosis.message.strip().splitlines() if line.strip()][:2]
+        lines = lines[:1] + [line for line in lines[1:] if not line.endswith(":")]  # not "There are a few things…:"
+        kind = diagnosis.error_type or "error"
+        return f"  {diagnosis.stage} failed — {kind}: " + "\n    ".join(lines)
+    assert diagnosis.artifact is not None
+    try:
+        (out, *_) = diagnosis.artifact.run_raw(*d.device_input())
+    except RuntimeRejectedError as exc:
+        return f"  the app's log: {exc.reason.split('. Error')[0]}"
+    return f"  no error; the app's output: {fmt(out)}"
 
 
 def _code_without_docstrings(cls: type) -> str:
@@ -423,6 +471,139 @@ DRILLS: list[Drill] = [
           "helpers.lower(ShapeBranch(), (clip_of_8_frames,), dynamic_shapes={'x': {1: Dim('frames', min=2)}})",
           _no_max, lambda: (torch.randn(1, 12, 4, generator=_g(17)),), "input outside the export contract"),
 ]
+
+
+# ----- field reports on models no lesson shows ------------------------------------------------------
+class EarlyExit(nn.Module):
+    def __init__(self, features: int = 8, depth: int = 4, seed: int = 40):
+        super().__init__()
+        with models.seeded(seed):
+            self.blocks = nn.ModuleList(nn.Linear(features, features) for _ in range(depth))
+        self.eval()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for block in self.blocks:
+            update = torch.tanh(block(x))
+            x = x + update
+            if update.abs().mean() < 0.05:
+                break
+        return x
+
+
+class CalibratedClassifier(nn.Module):
+    def __init__(self, temperature: float = 1.0, seed: int = 41):
+        super().__init__()
+        with models.seeded(seed):
+            self.head = nn.Linear(6, 3)
+        self.temperature = temperature
+        self.eval()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(self.head(x) / self.temperature, dim=-1)
+
+
+class KeypointHead(nn.Module):
+    def __init__(self, seed: int = 42):
+        super().__init__()
+        with models.seeded(seed):
+            self.conv = nn.Conv2d(3, 4, 3, padding=1)
+        self.eval()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.conv(x).mean(dim=(2, 3))
+
+
+class PoolingHead(nn.Module):
+    def __init__(self, seed: int = 43):
+        super().__init__()
+        with models.seeded(seed):
+            self.conv = nn.Conv2d(3, 8, 3, padding=1)
+            self.head = nn.Linear(8, 4)
+        self.pool = nn.MaxPool2d(2, ceil_mode=True)
+        self.eval()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.pool(torch.relu(self.conv(x)))
+        return self.head(h.mean(dim=(2, 3)))
+
+
+class RankFeatures(nn.Module):
+    def __init__(self, seed: int = 44):
+        super().__init__()
+        with models.seeded(seed):
+            self.proj = nn.Linear(6, 6)
+        self.eval()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.argsort(self.proj(x), dim=-1).float()
+
+
+class FlattenHead(nn.Module):
+    def __init__(self, seed: int = 45):
+        super().__init__()
+        with models.seeded(seed):
+            self.conv = nn.Conv2d(3, 8, 3, padding=1)
+            self.head = nn.Linear(8, 4)
+        self.eval()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.relu(self.conv(x))
+        return self.head(h.flatten(2).mean(-1))
+
+
+def _any_camera() -> dict[str, Any]:
+    return {"x": {2: Dim("height", min=32, max=128), 3: Dim("width", min=32, max=128)}}
+
+
+FIELD_REPORTS: list[Drill] = [
+    Drill("early_exit", "The refinement model stops once its updates get small. It runs in the notebook; the export "
+          "job fails on it.",
+          "torch.export.export(EarlyExit(), (torch.randn(2, 8),))",
+          lambda: (EarlyExit(), (torch.randn(2, 8, generator=_g(30)),), None),
+          lambda: (torch.randn(2, 8, generator=_g(31)),), "data-dependent control flow", track="control flow"),
+    Drill("temperature", "After calibration the app sets temperature = 2.5 on the classifier; the phone's "
+          "probabilities are exactly what they were before.",
+          "helpers.lower(CalibratedClassifier(temperature=1.0), (torch.randn(2, 6),))  # before calibration",
+          lambda: (CalibratedClassifier(1.0), (torch.randn(2, 6, generator=_g(32)),), None),
+          lambda: (torch.randn(2, 6, generator=_g(33)),), "silent specialization",
+          reference=lambda: CalibratedClassifier(2.5), track="control flow"),
+    Drill("camera_bytes", "The app hands the camera's bytes (values 0 to 255) to the keypoint model; every call fails "
+          "with one line in the log.",
+          "helpers.lower(KeypointHead(), (torch.rand(1, 3, 64, 64),))",
+          lambda: (KeypointHead(), (torch.rand(1, 3, 64, 64, generator=_g(34)),), None),
+          lambda: ((torch.rand(1, 3, 64, 64, generator=_g(35)) * 255).to(torch.uint8),),
+          "input outside the export contract"),
+    Drill("ceil_pool", "Height and width were made dynamic so that any camera works; the export job now stops with an "
+          "error.",
+          "torch.export.export(PoolingHead(), (frame_64x64,), dynamic_shapes={'x': {2: Dim('height', min=32, "
+          "max=128), 3: Dim('width', min=32, max=128)}})",
+          lambda: (PoolingHead(), (torch.rand(1, 3, 64, 64, generator=_g(36)),), _any_camera()),
+          lambda: (torch.rand(1, 3, 48, 64, generator=_g(37)),), "guard on a dynamic dimension"),
+    Drill("rank", "Export and lowering succeed in CI; the app fails as soon as it loads the program.",
+          "helpers.lower(RankFeatures(), (torch.randn(2, 6),))",
+          lambda: (RankFeatures(), (torch.randn(2, 6, generator=_g(38)),), None),
+          lambda: (torch.randn(2, 6, generator=_g(39)),), "unsupported operator", track="control flow"),
+    Drill("flatten", "Height and width were made dynamic; scores still match the notebook, but each frame takes "
+          "longer on the phone than with the fixed-size build.",
+          "helpers.lower(FlattenHead(), (frame_64x64,), dynamic_shapes={'x': {2: Dim('height', min=32, max=128), "
+          "3: Dim('width', min=32, max=128)}})",
+          lambda: (FlattenHead(), (torch.rand(1, 3, 64, 64, generator=_g(40)),), _any_camera()),
+          lambda: (torch.rand(1, 3, 48, 64, generator=_g(41)),), "partial delegation"),
+]
+
+
+def field_reports() -> Source:
+    """The briefs of the field reports on models no lesson shows, one after the other."""
+    return Source("field reports", "\n\n".join(f"── {d.name} ──\n{brief(d).code}" for d in FIELD_REPORTS))
+
+
+def check_all(answers: dict[str, str | None]) -> dict[str, Finding | None]:
+    """:func:`check` for each field report named in ``answers``."""
+    found = {}
+    for name, answer in answers.items():
+        print(f"── {name} ──")
+        found[name] = check(name, answer)
+    return found
 
 
 # ----- every issue at once: draft_export ------------------------------------------------------------

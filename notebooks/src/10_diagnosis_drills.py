@@ -156,11 +156,10 @@ err = helpers.show_error(draft.module(), torch.randn(3, 8, generator=torch.Gener
 # Each drill is a field report: what the user saw, the export call, and the model's code. Decide what is wrong, then
 # check: `drills.check` runs the workflow of both tracks on the real tools (export → lowering → loading, the device's
 # input on the raw runtime, a varied probe set against eager, the delegation report) and says whether the tools agree
-# with you. A wrong answer is reported, never raised. The possible answers:
+# with you. A wrong answer is reported, never raised. The possible answers, each defined:
 
 # %%
-for answer in drills.ANSWERS:
-    print("-", answer)
+drills.categories()
 
 # %% [markdown]
 # Write your answers here (each one of the strings above), then run each drill's check. They start empty.
@@ -268,6 +267,25 @@ drills.brief("no_max")
 
 # %%
 finding = drills.check("no_max", my_answers["no_max"])
+
+# %% [markdown]
+# ### Six field reports on models no lesson shows
+#
+# The same sequence, on code you have not seen: read each report, decide, then check them all at once.
+
+# %%
+drills.field_reports()
+
+# %%
+more_answers = {
+    "early_exit": None,
+    "temperature": None,
+    "camera_bytes": None,
+    "ceil_pool": None,
+    "rank": None,
+    "flatten": None,
+}
+findings = drills.check_all(more_answers)
 
 # %% [markdown]
 # ### One more, as a widget
