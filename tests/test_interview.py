@@ -97,3 +97,46 @@ def test_mock_interview_session_scores_and_names_lessons_to_revisit():
     session.reshuffle()
     assert session.seed == 1 and len(session.asked) == min(6, len(cards))
     assert [a.card.id for a in session.asked] != before or len(cards) <= 2
+
+
+def _asked_by_lessons() -> set[str]:
+    import re
+
+    sources = "".join(p.read_text() for p in (ROOT / "notebooks" / "src").glob("*.py"))
+    return set(re.findall(r'interview\.ask\("([^"]+)"\)', sources))
+
+
+def test_the_mock_interview_asks_what_no_lesson_asked():
+    held = {c.id for c in interview.cards() if c.held_back}
+    asked = _asked_by_lessons()
+    assert len(held) >= 6 and not held & asked, held & asked
+    assert {c.id for c in interview.cards() if not c.held_back} <= asked  # a lesson's own card is asked by it
+    for seed in range(5):
+        assert {a.card.id for a in MockInterview(seed=seed).asked} <= held
+    assert len({c.topic for c in interview.draw(6, seed=0, held_back=True)}) == 6  # six topics, one question each
+
+
+def test_held_back_questions_have_follow_ups_why_and_what_if():
+    for c in interview.cards():
+        if not c.held_back:
+            continue
+        questions = [q for q, _ in c.follow_ups]
+        assert any(q.startswith("Why") for q in questions) and any(q.startswith("What if") for q in questions), c.id
+        assert all(q.rstrip().endswith("?") and len(a.split()) >= 25 for q, a in c.follow_ups), c.id
+
+
+def test_a_follow_ups_answer_is_folded_until_opened():
+    import html
+
+    c = next(c for c in interview.cards() if c.follow_ups)
+    session = MockInterview(card_ids=[c.id])
+    widget = session.widget
+    assert "Follow-up" not in widget.answer_area.value  # nothing before the reveal
+    session.reveal()
+    shown = widget.answer_area.value
+    for question, answer in c.follow_ups:
+        assert f"<summary><b>Follow-up:</b> {html.escape(question, quote=False)}</summary>" in shown
+        before = shown[:shown.index(html.escape(answer, quote=False))]
+        assert before.rfind("<details") > before.rfind("</details>"), question  # the answer sits inside <details>
+    page = interview.cards_html([c])
+    assert all(html.escape(question) in page for question, _ in c.follow_ups)

@@ -2,8 +2,10 @@
 (the last lesson) and the printable answer cards (``make cards``).
 
 A :class:`Card` holds a question, a 30-second model answer, the three points an interviewer listens
-for, its topic and kind, and the lesson to revisit. Lessons end with :func:`ask` (the question, with
-the model answer behind a button); the mock interview draws cards with :func:`draw`.
+for, its topic and kind, the lesson to revisit, and the follow-ups an interviewer asks next ("why?",
+"what if …?"), each with its own answer. Lessons end with :func:`ask` (the question, with the model answer
+behind a button). A card ``held_back`` is asked by no lesson: the mock interview draws from those
+(:func:`draw` with ``held_back=True``), so its questions are new to a learner who did every lesson.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ class Card:
     question: str
     answer: str  # what a strong candidate says in about 30 seconds
     points: tuple[str, ...]  # what the interviewer listens for (three or more)
+    follow_ups: tuple[tuple[str, str], ...] = ()  # (the interviewer's next question, its model answer)
+    held_back: bool = False  # for the mock interview only: no lesson asks it
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -60,10 +64,12 @@ def topics() -> list[str]:
     return sorted({c.topic for c in _load().values()})
 
 
-def draw(n: int, seed: int = 0, kinds: Sequence[str] | None = None) -> list[Card]:
-    """``n`` cards drawn with ``seed``, spread over topics (one per topic before any topic repeats)."""
+def draw(n: int, seed: int = 0, kinds: Sequence[str] | None = None, held_back: bool | None = None) -> list[Card]:
+    """``n`` cards drawn with ``seed``, spread over topics (one per topic before any topic repeats); with
+    ``held_back`` True (False), only cards no lesson asks (only the lessons' own)."""
     rng = random.Random(seed)
-    pool = [c for c in _load().values() if kinds is None or c.kind in kinds]
+    pool = [c for c in _load().values()
+            if (kinds is None or c.kind in kinds) and (held_back is None or c.held_back == held_back)]
     by_topic: dict[str, list[Card]] = {}
     for c in pool:
         by_topic.setdefault(c.topic, []).append(c)
@@ -94,11 +100,13 @@ def cards_html(selected: Sequence[Card] | None = None, title: str = "exportlab �
     boxes = []
     for c in chosen:
         points = "".join(f"<li>{e(p)}</li>" for p in c.points)
+        follow = "".join(f"<dt>{e(q)}</dt><dd>{e(a)}</dd>" for q, a in c.follow_ups)
         boxes.append(
             f"<section class='card' data-card='{e(c.id)}' data-lesson='{e(c.lesson)}'>"
             f"<p class='meta'>{e(c.topic)} · {e(c.kind)} · revisit <code>{e(c.lesson)}</code></p>"
             f"<h2>{e(c.question)}</h2><p class='answer'>{e(c.answer)}</p>"
-            f"<p class='listen'>An interviewer listens for:</p><ul>{points}</ul></section>")
+            f"<p class='listen'>An interviewer listens for:</p><ul>{points}</ul>"
+            + (f"<p class='listen'>Then asks:</p><dl>{follow}</dl>" if follow else "") + "</section>")
     style = ("body{font-family:system-ui,sans-serif;max-width:60em;margin:1.5em auto;color:#222}"
              ".card{border:1px solid #bbb;border-radius:8px;padding:.8em 1.2em;margin:1em 0;break-inside:avoid}"
              ".card h2{font-size:1.1em;margin:.3em 0}.meta{color:#666;font-size:.85em;margin:0}"
@@ -116,9 +124,14 @@ def _render_answer(c: Card, with_rubric: bool = True) -> str:
         return html.escape(text, quote=False)
 
     points = "".join(f"<li>{e(p)}</li>" for p in c.points) if with_rubric else ""
+    # each follow-up's answer stays folded: answer the follow-up yourself, then open it
+    follow = "".join(f"<details class='exportlab-follow-up'><summary><b>Follow-up:</b> {e(q)}</summary><p>{e(a)}</p>"
+                     "</details>" for q, a in c.follow_ups)
     return (f"<div class='exportlab-model-answer' data-card='{html.escape(c.id)}'><b>Model answer</b>"
             f"<p>{e(c.answer)}</p>"
-            + (f"<b>An interviewer listens for</b><ul>{points}</ul>" if with_rubric else "") + "</div>")
+            + (f"<b>An interviewer listens for</b><ul>{points}</ul>" if with_rubric else "")
+            + (f"<p><b>The interviewer follows up</b> (answer first, then open):</p>{follow}" if follow else "")
+            + "</div>")
 
 
 def describe(c: Card) -> dict[str, Any]:

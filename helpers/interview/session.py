@@ -1,5 +1,5 @@
-"""The mock interview: questions drawn from every lesson's cards, answered before the model answer is
-shown, scored by the rubric points the learner ticks, plus live tasks graded by the exercise checker.
+"""The mock interview: questions drawn from the cards no lesson asks (held back for it), answered before the
+model answer is shown, each with the follow-ups an interviewer asks next, scored by the rubric points the learner ticks, plus live tasks graded by the exercise checker.
 
 :class:`MockInterview` is a widget (one question at a time) with a plain-Python API that the tests and
 the browser drive alike: :meth:`answer`, :meth:`reveal`, :meth:`tick`, :meth:`next`, :meth:`reshuffle`,
@@ -86,7 +86,7 @@ class MockInterview:
 
     # ----- plain-Python API ---------------------------------------------------------------------
     def _deal(self) -> None:
-        cards = [card(i) for i in self._fixed] if self._fixed else draw(self.n, self.seed)
+        cards = [card(i) for i in self._fixed] if self._fixed else draw(self.n, self.seed, held_back=True)
         self.asked = [_Asked(c) for c in cards]
         self.index = 0
         self._refresh()

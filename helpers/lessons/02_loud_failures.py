@@ -177,4 +177,26 @@ CARDS = [
                 "export: one graph, no escape hatch; the runtime has no Python either",
                 "a branch on data: graph break under compile, data-dependent error under export",
                 "fix by expressing the branch in the graph (cond/where) or hoisting it")),
+    Card(
+        id="02.data_dependent_fix", lesson=LESSON, topic="reading an export error", kind="diagnosis",
+        held_back=True,
+        question="Export stops with GuardOnDataDependentSymNode at `if x.sum() > 0:`. Walk me through the fix.",
+        answer=("It is data-dependent control flow: a Python if on a tensor's value, which is a symbol while tracing. "
+                "First I decide whether the branch is semantic or incidental. An incidental one (a debug print, an "
+                "input check, a training-only path) is deleted from the export path. A semantic one becomes "
+                "torch.where if both sides are cheap, torch.cond if one is heavy, or two methods if the app knows "
+                "the condition. Then I re-export and compare the .pte with the original eager model on inputs from "
+                "both sides of the branch, the edge included: an all-zero input, where the sum is exactly 0."),
+        points=("classify: data-dependent, a Python if on a tensor's value",
+                "semantic or incidental: delete, or torch.where / torch.cond / hoist",
+                "re-check the .pte against the original on both sides and at the edge"),
+        follow_ups=(
+            ("Why not add torch._check(x.sum() > 0) so that it exports?",
+             "It promises export that the sum is always positive, so export records only that side, and the .pte "
+             "does not check the promise: every input with a negative sum runs the wrong side, silently. Lesson 02 "
+             "ran it. torch._check is for facts you can promise, such as a count that is never 0."),
+            ("What if the branch only raises an error on an invalid input?",
+             "That is incidental: delete it from the export path and check the input in the app before the call, "
+             "since the device does not run export's assertions."),
+        )),
 ]

@@ -175,4 +175,26 @@ CARDS = [
                 "each graph straight-line and 100% delegated",
                 "only for decisions the app can make from its inputs; intermediate values stay in the graph",
                 "parity with the app's pick in the loop against the original model")),
+    Card(
+        id="05.three_ways", lesson=LESSON, topic="hoisting", kind="trade-off",
+        held_back=True,
+        question="A model branches on a condition. When do you use torch.where, torch.cond, or two methods the app "
+                 "picks between?",
+        answer=("Two methods when the app knows the condition before the call (a mode, a setting, an input size): "
+                "each method is straight-line and fully delegatable, and the app's if picks one. torch.where when "
+                "both sides are cheap: the graph stays straight-line and delegatable, but both sides run for every "
+                "input. torch.cond when the condition depends on values computed inside the model and one side is "
+                "heavy: only the chosen side runs, but XnnpackPartitioner does not tag nodes inside its branches, so "
+                "they run on portable kernels. Then I measure: lesson 04's where beat cond on the heavy side."),
+        points=("hoist a decision the app already knows: one straight-line method per side",
+                "torch.where: both sides computed, everything delegatable",
+                "torch.cond: only the chosen side runs, but its branches stay off XNNPACK"),
+        follow_ups=(
+            ("Why was torch.cond slower than torch.where in lesson 04 on the input that takes the heavy side?",
+             "On that input both run the whole MLP; where runs it on XNNPACK in the main graph, cond runs it inside a "
+             "branch, on the portable kernels, because the partitioner never tags nodes inside a cond branch."),
+            ("What if the condition depends on an intermediate value of the model?",
+             "Then the app cannot hoist it: the decision needs the model's own computation. It is torch.where if both "
+             "sides are affordable, torch.cond if one is too heavy to run for every input, measured both ways."),
+        )),
 ]

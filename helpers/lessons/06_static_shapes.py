@@ -236,4 +236,27 @@ CARDS = [
                 "(a delegate's packed weights and workspace come on top)",
                 "the runtime checks the input against the recorded shape/dtype and refuses; nothing recompiles on device",
                 "read the signature from the .pte (MethodMeta), then choose: normalize, bounded Dim, or buckets")),
+    Card(
+        id="06.what_the_app_holds", lesson=LESSON, topic="static shapes and memory planning", kind="constraints",
+        held_back=True,
+        question="The .pte's memory plan says its arena is 8 KB. How much memory does the app need to run it?",
+        answer=("More than the arena. The arena holds the intermediates the runtime's instructions need, planned at "
+                "export. The program's bytes stay loaded too, weights included, and when a method loads, XNNPACK "
+                "rebuilds its graph and packs the weights into memory it allocates itself, next to a workspace for "
+                "its own intermediates. In lesson 06, WideMLP had an 8 KB arena and 8.4 MB of weights, and the "
+                "process grew by about the weights again when its method loaded. I budget arena plus program plus "
+                "the delegate's packed weights and workspace, and measure the process on the device."),
+        points=("the arena is only the planned intermediates, fixed at export",
+                "the program's bytes (weights) stay loaded; the delegate packs its own copy and has a workspace",
+                "measure what the process holds with the method loaded, not the plan alone"),
+        follow_ups=(
+            ("Why does the delegate keep a second copy of the weights?",
+             "XNNPACK's kernels read weights in their own packed layout, so when the delegate is initialised it "
+             "packs them into memory it allocates; the program's serialized weights stay where they are. Lesson 06 "
+             "measured it: the process grows by about the weights' size when the method loads."),
+            ("What if the app keeps three methods of the program loaded?",
+             "Each loaded method gets its own planned buffers unless the program is loaded through a C++ Module "
+             "with share_memory_arenas, so the activation memory is the sum of their plans (lesson 09 measured the "
+             "sum against the largest). Measure with every method the app keeps loaded."),
+        )),
 ]

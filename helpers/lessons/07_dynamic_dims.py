@@ -331,5 +331,16 @@ CARDS = [
         points=("export decided the shape branch from the traced range (sizes >= 2): one branch in the graph",
                 "ExecuTorch strips export's asserts: min is not checked on device",
                 "host-side contract check before calling the model",
-                "CI parity probes at min, max and one step beyond each")),
+                "CI parity probes at min, max and one step beyond each"),
+        follow_ups=(
+            ("Why does export raise for `if x.shape[0] > 4:` over a range of 1 to 16, but not for `> 1` over 2 to 16?",
+             "`> 1` holds for every size in 2..16, and export traces a dynamic size as at least 2 anyway, so there "
+             "is nothing to guard. `> 4` can go either way inside 1..16, so export adds a guard and stops with "
+             "'Constraints violated', suggesting a range on one side of 4 (lesson 02's BatchGate)."),
+            ("What if the export had declared min=1 instead?",
+             "Then a one-frame clip is inside the contract, and export still traces the axis as at least 2: the "
+             "branch is decided the same way, the host check lets the clip through, and the device returns NaN "
+             "inside its own contract (lesson 07's trap). Declare the range the graph really supports."),
+        ),
+        held_back=True),
 ]

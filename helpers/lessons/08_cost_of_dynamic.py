@@ -183,4 +183,29 @@ CARDS = [
                 "reduced delegation: the partitioner declines ops with symbolic sizes; silent unless you measure",
                 "the arena is planned for the max and held for every input",
                 "measure delegation, arena and latency against the static export; consider host normalization or buckets")),
+    Card(
+        id="08.shape_change_cost", lesson=LESSON, topic="the cost of dynamic shapes", kind="trade-off",
+        held_back=True,
+        question="On a delegated program with a dynamic height and width, what does a call with a new frame size "
+                 "cost?",
+        answer=("Little by itself. The runtime resizes each dynamic input to the shape it receives, within the "
+                "capacity planned for the Dim's max, and the XNNPACK delegate propagates the input shapes through "
+                "its graph before every run, static program or not (its prepare step calls xnn_reshape_runtime on "
+                "each call). What costs is what the partitioner declined because a size is symbolic: a portable "
+                "kernel and an extra delegate call on the path of every call, plus an arena planned for the max and "
+                "held for every input. So I read the delegation report first, then time the runtime call alone, per "
+                "model, saying how many threads the runtime used."),
+        points=("a resize within the planned capacity; XNNPACK reshapes its graph on every call anyway",
+                "the real cost: operators declined for a symbolic size run on portable kernels, split delegate calls",
+                "the arena is planned for the max and held always; measure per model, the runtime call alone"),
+        follow_ups=(
+            ("Why can the same dynamic program be slower than its static twin on one model and not on another?",
+             "Because the cost sits in the operators the partitioner declines, and that depends on the model: "
+             "lesson 08's segmenter lost its upsample to the portable kernels, while the classifier, with the same "
+             "dynamic height and width, stayed entirely on XNNPACK and ran the same operators as its static twin."),
+            ("What if the partitioner declines nothing?",
+             "Then both programs run the same delegated operators; what remains is the resize bookkeeping and the "
+             "larger arena planned for the max. Measure it anyway, on the device: do not conclude from one model "
+             "that dynamic is slow, or free."),
+        )),
 ]

@@ -197,4 +197,27 @@ CARDS = [
                 "edges from the measured length distribution; minimise padded positions",
                 "powers of two and equal-count quantiles are not automatically optimal",
                 "parity at n-1, n, n+1 for each bucket against eager on the unpadded request; mask the padding")),
+    Card(
+        id="09.shared_arenas", lesson=LESSON, topic="normalize on the host, dynamic or buckets", kind="constraints",
+        held_back=True,
+        question="Three buckets ship as three methods of one .pte and the app loads all three. How much activation "
+                 "memory does it hold?",
+        answer=("By default the sum of the three memory plans: the runtime gives each loaded method its own planned "
+                "buffers. ExecuTorch's C++ Module can share one activation arena between its methods, sized to the "
+                "largest (share_memory_arenas, default false, in extension/module/module.h); then an output is only "
+                "valid until another method runs, so the app consumes or copies it first, and the Module is not "
+                "thread-safe. The weights are in the file once either way: a method adds its instructions and its "
+                "delegate blob, a few KB."),
+        points=("each loaded method has its own plan: the sum, by default",
+                "share_memory_arenas shares one arena sized to the largest, opt-in in the C++ Module",
+                "then outputs are valid only until the next method runs; weights are stored once anyway"),
+        follow_ups=(
+            ("Why is sharing the arenas not the default?",
+             "Because methods then write into the same buffers: an output read after another method ran may have "
+             "been overwritten. The header says to consume or copy outputs before calling execute again. It suits "
+             "an app that calls one method at a time and copies what it keeps."),
+            ("What if the app loads only the bucket it needs, when it needs it?",
+             "Then it holds one plan at a time, and pays a load_method, which also initialises that method's "
+             "delegate, each time it switches bucket; the file still carries every method."),
+        )),
 ]

@@ -2,10 +2,10 @@
 # # 12 · Mock interview: answer first, then compare
 #
 # **How this session works** (about 20 minutes, alone)
-# - **Part 1 · questions (about 12 minutes).** Six questions drawn from every lesson's interview topics:
-#   concepts, constraints to recall, trade-offs, diagnoses. Answer each in the box *as you would say it*,
-#   then reveal the model answer, tick the points your answer covered, and move on. *Reshuffle* draws
-#   another set.
+# - **Part 1 · questions (about 12 minutes).** Six questions no lesson asked you, one per topic: constraints
+#   to recall, trade-offs, diagnoses. Answer each in the box *as you would say it*, then reveal the model answer
+#   and tick the points your answer covered. An interviewer then follows up ("why?", "what if…?"): answer those
+#   too before you open their answers. *Reshuffle* draws them in another order.
 # - **Part 2 · live tasks (about 8 minutes).** Three reports an on-device team files: "this model won't export",
 #   "this `.pte` disagrees with eager on the phone", "the runtime rejects our camera frames". Each hides a pattern
 #   from the lessons in a model with another name and another job (one of them has lesson 06's `TinyVision`
@@ -36,7 +36,8 @@ g = torch.Generator().manual_seed(0)  # every random input below comes from this
 # ## Part 1 · questions
 #
 # Say your answer out loud or type it, *then* press **Reveal model answer**. Tick the points you really
-# covered (be strict: an interviewer is), then **Next question**.
+# covered (be strict: an interviewer is). Answer each follow-up the same way before you open it, then **Next
+# question**.
 
 # %%
 session = MockInterview(n=6, seed=0)

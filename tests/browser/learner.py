@@ -275,6 +275,10 @@ def mock_interview(lesson: LessonPage) -> list[float]:
     box.locator("textarea").fill("Export traces forward() once; decisions on shapes and flags are taken then.")
     took = [lesson.interact(answer_area, lambda: box.locator("button", has_text="Reveal model answer").click())]
     assert box.locator(".exportlab-model-answer").count() == 1
+    follow_up = box.locator("details.exportlab-follow-up").first  # the interviewer's next question, answer folded
+    assert follow_up.get_attribute("open") is None and follow_up.locator("p").is_hidden()
+    follow_up.locator("summary").click()
+    follow_up.locator("p").wait_for(state="visible", timeout=10_000)
     score = box.locator(".exportlab-interview-score")
     took.append(lesson.interact(score, lambda: box.locator(".exportlab-rubric-point input").first.click()))
     assert score.locator("[data-covered='1']").count() == 1
