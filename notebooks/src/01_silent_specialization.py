@@ -196,26 +196,6 @@ my_prediction = None  # "match", "diverge" or "rejected"
 questions.reveal("01.counted_four", my_prediction)
 
 # %% [markdown]
-# A batch of 6 items arrives. Passing `n=6` is refused (the scalar is baked in). Passing the only value the
-# program accepts, `n=3`, runs without complaint, and reads 3 of the 6 items:
-
-# %%
-_ = torch.manual_seed(6)  # a fixed batch, whatever ran before
-six = torch.randn(6, 4)
-err = helpers.show_error(art_counted.run_raw, six, 6)
-(device_mean,) = art_counted.run_raw(six, 3)
-print("eager, all 6 items: ", helpers.fmt(counted(six, 6)))
-print(".pte, n=3 accepted: ", helpers.fmt(device_mean))
-print("equal to eager over the first 3 items only:", torch.allclose(device_mean, counted(six[:3], 3), atol=1e-5))
-
-# %% [markdown]
-# Two items are below the `Dim`'s min. The device runtime does not check `min`; here the indexing kernel
-# happens to catch `x[2]`, so this one fails loudly:
-
-# %%
-err = helpers.show_error(art_counted.run_raw, torch.randn(2, 4), 3)
-
-# %% [markdown]
 # ### 6. A `while` on a tensor fails outright
 #
 # `WhileDouble` doubles `x` while `x.sum() < 10`. The trip count depends on the *values*, which do not
