@@ -161,6 +161,10 @@ print(halves_art.input_contract())
 print(halves_art.delegation().summary(), "· matches HalfDiff on T = 2, 4, 10, 64:", host_ok)
 
 # %% [markdown]
+# The host's split also keeps the row lesson 07's derived `Dim` had to drop: T = 2 is `half = 1`, inside this
+# contract, and the whole program stays on XNNPACK.
+
+# %% [markdown]
 # ## Memory planning against the maximum
 #
 # The arena is planned for the **largest** input the contract allows. **Predict** what raising the segmenter's
