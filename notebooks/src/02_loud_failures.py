@@ -197,8 +197,8 @@ fixes.instructions(art_valid)
 print("n = 0:", helpers.check_one(cf.ValidMean(), art_valid, (clip, torch.tensor([0]))).describe())
 
 # %% [markdown]
-# `ScaleOrShiftChecked` is `ScaleOrShift` with a promise in front of its `if`: `torch._check(x.sum() > 0)`, the sum
-# is always positive:
+# The same tool on a semantic branch, one whose two sides both happen: `ScaleOrShiftChecked` is `ScaleOrShift` with a
+# promise in front of its `if`, `torch._check(x.sum() > 0)`, the sum is always positive:
 
 # %%
 show_source(cf.ScaleOrShiftChecked)
