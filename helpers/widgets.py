@@ -139,6 +139,17 @@ class ParityExplorer:
         return bundle
 
 
+def _yours_first(explanation: str, picked: Any) -> list[str]:
+    """The explanation's lines as HTML, the reason against the learner's own wrong pick ("Not '<pick>': …") moved
+    right under why, in bold: the first thing a wrong prediction reads is why it was wrong."""
+    lines = [html.escape(line) for line in explanation.split("\n")]
+    mine = html.escape(f"Not {picked!r}:") if picked is not None else None
+    for i, line in enumerate(lines[1:], 1):
+        if mine is not None and line.startswith(mine):
+            return [lines[0], f"<b class='exportlab-your-pick'>{line}</b>", *lines[1:i], *lines[i + 1:]]
+    return lines
+
+
 class PredictThenReveal:
     """Ask first, then show what the real runtime says.
 
@@ -188,7 +199,7 @@ class PredictThenReveal:
             verdict = "✓ right" if self.correct else f"✗ you predicted {html.escape(str(picked))}"
         self._render(f"<span class='exportlab-verdict' data-verdict='{html.escape(actual)}'>"
                      f"<b>{html.escape(actual)}</b></span> — {verdict}<br>"
-                     + html.escape(explanation).replace("\n", "<br>"))
+                     + "<br>".join(_yours_first(explanation, picked)))
 
     def answer(self, choice: str) -> bool:
         """Record ``choice`` and reveal; returns whether it was right."""

@@ -85,6 +85,13 @@ def test_the_reveal_says_why_each_wrong_option_is_wrong(question):
     assert all(f"Not {o!r}: {outcome.why_not[o]}" in text for o in wrong), text
 
 
+def test_a_wrong_prediction_in_code_reads_why_it_is_wrong_right_after_why(capsys):
+    assert questions.reveal("01.counted_four", "rejected") is False
+    lines = capsys.readouterr().out.splitlines()
+    outcome = questions.get("01.counted_four").outcome()
+    assert lines[1] == outcome.why and lines[2].startswith("Not 'rejected':") and lines[3].startswith("Not 'match':")
+
+
 def test_a_reveal_that_leaves_a_wrong_option_unexplained_is_refused():
     from helpers.questions import Question, Reveal
 

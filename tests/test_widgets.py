@@ -74,6 +74,19 @@ def test_predict_then_reveal_checks_the_answer(static_config):
     assert quiz.answer("match") is False and "you predicted match" in quiz.result.value
 
 
+def test_a_wrong_prediction_reads_why_it_is_wrong_first():
+    from helpers.widgets import PredictThenReveal
+
+    explanation = "0 > 0 is False.\nNot 'true': the edge goes to the false side.\nNot 'maybe': no such side."
+    quiz = PredictThenReveal("sign of 0?", ["true", "false", "maybe"], lambda: ("false", explanation))
+    quiz.answer("maybe")
+    shown = quiz.result.value
+    assert shown.index("0 &gt; 0") < shown.index("Not &#x27;maybe&#x27;") < shown.index("Not &#x27;true&#x27;")
+    assert "<b class='exportlab-your-pick'>Not &#x27;maybe&#x27;" in shown
+    quiz.answer("false")
+    assert "exportlab-your-pick" not in quiz.result.value  # a right prediction reads the explanation as it is
+
+
 def test_predict_then_reveal_acknowledges_a_new_prediction_and_hides_the_old_answer():
     from helpers.widgets import PredictThenReveal
 

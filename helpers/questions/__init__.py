@@ -112,5 +112,7 @@ def reveal(question_id: str, prediction: Any) -> bool | None:
     actual, why = q.actual()
     right = text == actual
     mark = "✓ right" if right else f"✗ not quite — you predicted {text!r}"
-    print(f"actual: {actual} — {mark}\n{why}")
+    lines = why.split("\n")
+    yours = [line for line in lines if line.startswith(f"Not {text!r}:")]  # why your pick is wrong, first
+    print(f"actual: {actual} — {mark}\n" + "\n".join(lines[:1] + yours + [x for x in lines[1:] if x not in yours]))
     return right
