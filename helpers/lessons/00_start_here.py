@@ -20,7 +20,7 @@ def _graph_if() -> Reveal:
     ops = re.findall(r"aten\.(\w+)\.", graph)
     actual = "a runtime branch" if "higher_order" in graph else "both sides" if "where" in ops else "only the add"
     return Reveal(actual, (
-        f"the graph is {' → '.join(ops)}. export ran forward() once; `self.use_residual` was the Python value True, "
+        f"the graph is {' → '.join(ops)}. Export ran forward() once; `self.use_residual` was the Python value True, "
         "so the `+ x` ran and was recorded, and the `if` left no trace. The graph has no way to skip the add."),
         why_not={
             "a runtime branch": (f"a runtime branch is a torch.cond, a control-flow operator in the graph; this graph's "
