@@ -55,6 +55,17 @@ def set_progress(enabled: bool | None) -> None:
     _progress_enabled = enabled
 
 
+@contextlib.contextmanager
+def progress_lines(enabled: bool | None) -> Iterator[None]:
+    """Force the progress line on or off inside the block, then restore the setting as it was (even on error)."""
+    before = _progress_enabled
+    set_progress(enabled)
+    try:
+        yield
+    finally:
+        set_progress(before)
+
+
 def progress_enabled() -> bool | None:
     """The forced progress setting (``None``: automatic)."""
     return _progress_enabled

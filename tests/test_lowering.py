@@ -336,3 +336,16 @@ def test_the_bare_call_is_the_runtime_alone_and_its_threads_are_its_own():
         assert threads >= 1 and helpers.runtime_threads() == threads
     finally:
         torch.set_num_threads(torch_threads)
+
+
+def test_progress_lines_restores_the_setting_even_on_error():
+    from helpers import lowering
+
+    before = lowering.progress_enabled()
+    try:
+        with lowering.progress_lines(False):
+            assert lowering.progress_enabled() is False
+            raise KeyError("the block fails")
+    except KeyError:
+        pass
+    assert lowering.progress_enabled() == before

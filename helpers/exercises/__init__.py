@@ -53,15 +53,11 @@ def get(exercise_id: str) -> Exercise:
 def check(exercise_id: str, answer: object, *, show_solution_button: bool = True) -> Grade:
     """Grade ``answer`` with the real pipeline, print the grade, and (in a notebook) offer the solution
     behind a button. Returns the :class:`Grade`."""
-    from ..lowering import progress_enabled, set_progress
+    from ..lowering import progress_lines
 
     exercise = get(exercise_id)
-    forced = progress_enabled()
-    set_progress(False)  # the grade says what was built and run; no progress lines between it and the learner
-    try:
+    with progress_lines(False):  # the grade says what was built and run; no progress lines between it and the learner
         grade = exercise.check(answer)
-    finally:
-        set_progress(forced)
     print(grade.report())
     if show_solution_button:
         _display_button(exercise)

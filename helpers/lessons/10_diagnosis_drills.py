@@ -380,15 +380,11 @@ def run_ci_example(path: str | Path, config: str | None = None) -> dict[str, Any
             target = Path(tmp) / f"test_export_ci_{abs(hash(config)) % 10**8}.py"
             target.write_text(source[:start] + config.strip() + "\n" + source[end:])
         counter = Count()
-        progress = lowering.progress_enabled()  # the test file turns progress lines off for its own run
-        try:
-            with captured_output():
-                # no:nbval — the notebook plugin is not needed here, and importing it (nbformat, jsonschema) costs
-                # seconds
-                code = pytest.main([str(target), "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "-p",
-                                    "no:nbval"], plugins=[counter])
-        finally:
-            lowering.set_progress(progress)
+        # the test file turns progress lines off for its own run: the setting is restored after it
+        with lowering.progress_lines(lowering.progress_enabled()), captured_output():
+            # no:nbval — the notebook plugin is not needed here, and importing it (nbformat, jsonschema) costs seconds
+            code = pytest.main([str(target), "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "-p", "no:nbval"],
+                               plugins=[counter])
     return {"exit code": int(code), **counter.outcomes, "failed tests": counter.failed}
 
 

@@ -132,14 +132,10 @@ def gallery_reports(names: list[str] | None = None) -> dict[str, DoctorReport]:
     """Reports for the gallery (all cases by default), computed once per process."""
     from .. import lowering
 
-    before = getattr(lowering, "_progress_enabled", None)
-    lowering.set_progress(False)  # thirteen "✓ forward → .pte" lines would bury the lesson
-    try:
+    with lowering.progress_lines(False):  # thirteen "✓ forward → .pte" lines would bury the lesson
         for name in names or list(CASES):
             if name not in _REPORTS:
                 _REPORTS[name] = report_for(CASES[name].argv)
-    finally:
-        lowering.set_progress(before)
     return {name: _REPORTS[name] for name in (names or list(CASES))}
 
 

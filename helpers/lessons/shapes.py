@@ -409,12 +409,8 @@ def segmenters_by_max(maxes: Sequence[int]) -> dict[int, PteArtifact]:
     a progress line per program."""
     from helpers import lowering
 
-    progress = lowering.progress_enabled()
-    lowering.set_progress(False)
-    try:
+    with lowering.progress_lines(False):
         return {m: segmenter_program(max_side=m)[1] for m in maxes}
-    finally:
-        lowering.set_progress(progress)
 
 
 def arena_vs_max(maxes: Sequence[int], build: Callable[[int], PteArtifact], method: str = "forward") -> list[int]:
