@@ -80,6 +80,13 @@ class Zeros(Router):
         return torch.cond(h.sum() > 0, lambda h: torch.zeros_like(h), lambda h: h * 0.0, (h,))
 answer = Zeros()
 """, ("the reference",)),
+        WrongAnswer("the branch's edge moved (>= instead of >: h.sum() exactly 0)", """
+class Edge(Router):
+    def forward(self, x):
+        h = self.pre(x)
+        return torch.cond(h.sum() >= 0, lambda h: self.big2(torch.relu(self.big1(h))), lambda h: -h * 0.5, (h,))
+answer = Edge()
+""", ("on the edge, h.sum() == 0 exactly", "the edge (h.sum() == 0) #1", "compare what your predicate says")),
         WrongAnswer("branches swapped", """
 class Swapped(Router):
     def forward(self, x):

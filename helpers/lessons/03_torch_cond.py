@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import torch
@@ -135,7 +136,33 @@ def _grade_cond_rewrite(answer: Any) -> list[Verdict]:
                            criterion="matches the original Router on both sides of h.sum() > 0", hint=(
                                "torch.cond runs true_fn when the predicate holds: check which of your functions "
                                "is which, and that each computes exactly what Router's side computes.")))
+    if not verdicts[-1].passed:
+        return verdicts
+    verdicts.append(_edge_verdict(model, example))
     return verdicts
+
+
+def _zero_projection(model: torch.nn.Module) -> torch.nn.Module:
+    """A copy of ``model`` whose projection ``pre`` is all zeros: h is exactly 0, so h.sum() == 0 for every input.
+
+    From Router's own weights no float32 input lands exactly on the edge; zeroing the layer the predicate reads
+    puts every input there, in eager and in the ``.pte`` alike (0·x + 0 is 0 exactly).
+    """
+    edge = copy.deepcopy(model)
+    with torch.no_grad():
+        edge.pre.weight.zero_()
+        edge.pre.bias.zero_()
+    return edge
+
+
+def _edge_verdict(model: torch.nn.Module, example: tuple[Any, ...]) -> Verdict:
+    criterion = "on the edge, h.sum() == 0 exactly, takes Router's side (its projection zeroed to get there)"
+    hint = "Router's `if h.sum() > 0`: compare what your predicate says when the sum is exactly 0."
+    art, verdict = lowered(_zero_projection(model), example, hint=hint, criterion=criterion)
+    if art is None:
+        return verdict
+    probes = [Probe(f"the edge (h.sum() == 0) #{k + 1}", (seeded_values((2, 8), "random", 10 + k),)) for k in range(2)]
+    return parity(_zero_projection(Router()), art, probes, criterion=criterion, hint=hint)
 
 
 def solve_cond_rewrite() -> Any:
