@@ -163,7 +163,7 @@ class TinyVision(_Lesson):
 
 
 class CondLinear(_Lesson):
-    """Linear → relu, then ``torch.cond`` on the input's sign between two linear branches."""
+    """Linear → relu, then ``torch.cond`` on the sign of the input's mean between two linear branches."""
 
     def __init__(self, features: int = 8, seed: int = 0):
         super().__init__()

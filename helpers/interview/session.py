@@ -39,12 +39,14 @@ class Summary:
 
     def text(self) -> str:
         lines = [f"mock interview: {self.answered} of {len(self.rows)} questions answered"]
+        labels = [r["topic"] for r in self.rows] + [f"live task {t['id']}" for t in self.tasks]
+        width = max(map(len, labels), default=0)
         for r in self.rows:
             state = (f"{r['covered']}/{r['points']} points" if r["revealed"] else
                      ("answered, not yet checked" if r["answered"] else "not answered"))
-            lines.append(f"  {r['topic']:<34} {state}")
+            lines.append(f"  {r['topic']:<{width}}  {state}")
         for t in self.tasks:
-            lines.append(f"  live task {t['id']:<24} {'passed' if t['passed'] else 'not yet passed'}")
+            lines.append(f"  {'live task ' + t['id']:<{width}}  {'passed' if t['passed'] else 'not yet passed'}")
         lines.append("revisit: " + (", ".join(self.revisit) if self.revisit else "nothing — well done"))
         return "\n".join(lines)
 

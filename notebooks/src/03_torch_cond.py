@@ -247,7 +247,7 @@ show_source(fixes.Router)
 # %% [markdown]
 # Rewrite `forward()` with `torch.cond`. The check exports, lowers and runs your model; it requires a real runtime
 # branch (a `torch.cond` in the graph), and compares the `.pte` with the original `Router` in eager mode on
-# inputs from both sides of `h.sum() > 0`.
+# inputs from both sides of `h.sum() > 0` and on its edge, where the sum is exactly 0.
 
 # %%
 # ✏️ Exercise 03.cond_rewrite — edit this cell, then run the check below.

@@ -189,10 +189,9 @@ print("log-centre, x = [1, 2, -4]:", helpers.fmt(centred))
 # - **float division by zero** is harmless: `1 / 0` is `inf`, and `where` throws it away;
 # - **integer division by zero** is an error in the kernel: the runtime stops the whole call, though the result
 #   would have been discarded (eager PyTorch raises `ZeroDivisionError` too);
-# - **an out-of-range index** fails the same way: the gather runs before the selection.
-#
+# - **an out-of-range index** fails the same way: the gather runs before the selection;
 # - **a reduction** over the side's values raises nothing and is the quietest: `log(-4)` is `NaN` where the guard
-#   is false, but the row's mean mixes it into every element, so the positions the guard *kept* (1 and 2) come
+#   is false, but the row's mean mixes it into every element, so the values the guard *kept* (1 and 2) come
 #   back `NaN` too.
 #
 # The fix is the same for all of them: make the discarded side valid on every input. Clamp or mask what feeds it
@@ -234,7 +233,7 @@ show_source(fixes.GatedProj)
 # %% [markdown]
 # Rewrite `forward()` with `torch.where`. The check exports, lowers and runs it; it requires a graph with no
 # control flow and the projection on XNNPACK, and compares the `.pte` with the original `GatedProj` in eager mode
-# on both sides, including inputs whose elements have mixed signs.
+# on both sides, including inputs whose elements have mixed signs, and on the edge, where the sum is exactly 0.
 
 # %%
 # ✏️ Exercise 04.where_rewrite — edit this cell, then run the check below.

@@ -6,7 +6,7 @@
 #   cleanest export has **no branch**: two exported methods in one `.pte` (or two `.pte` files), and the app picks;
 # - why: the branch becomes app logic (Kotlin or Swift on a phone), where branching is free and debuggable, and
 #   each exported graph stays straight-line and fully delegated. We measure the coverage against `torch.cond`;
-# - which decisions belong in the app (orientation, language, model size), and which must stay in the graph.
+# - which decisions belong in the app (orientation, language, the device's tier), and which must stay in the graph.
 #
 # Terms from lesson 00's glossary used here: delegate, XNNPACK, portable kernels, input contract, `.pte`.
 
@@ -24,7 +24,7 @@ _ = torch.manual_seed(0)
 x = torch.randn(3, 4)
 
 # %% [markdown]
-# ## The trap, live: a cond region the accelerator cannot enter
+# ## The trap, live: a cond region the delegate cannot enter
 #
 # `ScaleOrShiftCond` (lesson 03) keeps `ScaleOrShift`'s branch with `torch.cond`: correct on both sides, but its
 # branches run on portable kernels.
@@ -197,7 +197,7 @@ show_source(models.CondLinear)
 # Give `CondLinear` as methods of one `.pte` and an app-side `pick(x)` that names the method to call:
 # `answer = (methods, pick)` with `methods` a dict `{name: model}`. The check lowers every method with
 # `lower_methods`, requires each to be straight-line and 100% delegated, then runs the app (your `pick`, then the
-# method it names) against `CondLinear` in eager mode on inputs from both sides of `x.mean() > 0`.
+# method it names) against `CondLinear` in eager mode on inputs from both sides of `x.mean() > 0` and on its edge.
 
 # %%
 # ✏️ Exercise 05.hoist — edit this cell, then run the check below.
@@ -226,8 +226,9 @@ grade = exercises.check("05.hoist", answer)
 #   one `.pte` per side) and let the app pick: the condition becomes app logic, free and debuggable.
 # - Each exported graph stays straight-line and fully delegated; the `cond` version ran its branches on portable
 #   kernels.
-# - Orientation, language and model size are decisions about the input: the app knows them before it calls the
-#   model, so they belong in the app, not in `forward()`. Decisions on intermediate values stay in the graph.
+# - Orientation, language and the device's tier (an input resolution, or a smaller network) are known to the app
+#   before it calls the model, so they belong in the app, not in `forward()`. Decisions on intermediate values
+#   stay in the graph.
 # - Parity is still checked against the original eager model, with the app's choice in the loop, on inputs that
 #   take both sides.
 #

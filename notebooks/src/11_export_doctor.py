@@ -408,7 +408,7 @@ questions.ask("11.batch_loop_static")
 #   inputs the device runs silently (below a `Dim`'s min, within the arena) need a host-side check (`--strict`
 #   fails them).
 # - Gate on delegation (`--min-delegated`) and memory (`--max-arena-bytes`): a correct fix can still move the
-#   graph off the accelerator or grow the arena.
+#   graph off the delegate or grow the arena.
 # - A passing doctor compares against the model you give it: flags baked into both sides, and decisions the app
 #   will take later, are yours to export separately.
 # - Recurrent models specialize their length: ship a step and loop in the app.

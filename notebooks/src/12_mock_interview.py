@@ -169,4 +169,4 @@ session.summary()
 #
 # - `make cards` prints every interview card (question, 30-second answer, the points an interviewer listens
 #   for, the lesson to revisit) on one page: `build/interview-cards.html`.
-# - Press *Reshuffle* for another draw; every lesson also ends with its own interview question.
+# - Press *Reshuffle* to take the questions in another order; every lesson also ends with its own interview question.
