@@ -149,9 +149,11 @@ def _zero_projection(model: torch.nn.Module) -> torch.nn.Module:
     puts every input there, in eager and in the ``.pte`` alike (0·x + 0 is 0 exactly).
     """
     edge = copy.deepcopy(model)
+    projection = edge.get_submodule("pre")
+    assert isinstance(projection, torch.nn.Linear), "as_model gave it Router's layers"
     with torch.no_grad():
-        edge.pre.weight.zero_()
-        edge.pre.bias.zero_()
+        projection.weight.zero_()
+        projection.bias.zero_()
     return edge
 
 
