@@ -60,10 +60,29 @@ show_source(models.ConfigBranch)
 questions.ask("00.graph_if")
 
 # %% [markdown]
-# ## 2. The stock pipeline, call by call
+# ## 2. The model on the runtime, in one call
 #
-# These are the plain ExecuTorch calls a tutorial shows. Each one is a stage that can fail on its own
-# (lesson 02 reads those failures).
+# The lessons go from a model to a loaded `.pte` with one call, `helpers.lower(model, args)`: export, lowering
+# to XNNPACK, and the ExecuTorch runtime loading the program. `ConfigBranch`, exported with `use_residual=True`,
+# running in the runtime next to eager PyTorch:
+
+# %%
+model = models.ConfigBranch(use_residual=True)
+x = torch.randn(2, 4)
+
+artifact = helpers.lower(model, (x,))
+(device_out,) = artifact.run(x)
+print("eager:", helpers.fmt(model(x)))
+print(".pte: ", helpers.fmt(device_out))
+
+# %% [markdown]
+# The same numbers. That one call hides four stages; here they are with the plain ExecuTorch calls a tutorial
+# shows.
+#
+# ## 3. Underneath: the stock pipeline, call by call
+#
+# Each call is a stage that can fail on its own (lesson 02 reads those failures). Nothing here is cached: every
+# stage runs now.
 
 # %%
 from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
@@ -72,18 +91,15 @@ from executorch.runtime import Runtime
 
 from helpers._quiet import captured_output
 
-model = models.ConfigBranch(use_residual=True)
-x = torch.randn(2, 4)
-
 exported = torch.export.export(model, (x,))  # 1. trace forward() once into a graph
 edge = to_edge_transform_and_lower(exported, partitioner=[XnnpackPartitioner()])  # 2. edge dialect + XNNPACK
 program = edge.to_executorch()  # 3. memory plan, serialized .pte bytes
 with captured_output():  # XNNPACK's first start prints CPU-probing lines specific to this machine
     method = Runtime.get().load_program(program.buffer).load_method("forward")  # 4. the runtime loads it
-    (device_out,) = method.execute([x])  # and runs it, as a phone app would
+    (stock_out,) = method.execute([x])  # and runs it, as a phone app would
 print(f".pte: {len(program.buffer):,} bytes")
 print("eager:", helpers.fmt(model(x)))
-print(".pte: ", helpers.fmt(device_out))
+print(".pte: ", helpers.fmt(stock_out))
 
 # %% [markdown]
 # The graph export recorded (stage 1), as code:
@@ -96,9 +112,9 @@ print(exported.graph_module.code.strip())
 # Had it been `False`, the graph would have no `add` at all. Python decisions are made at export time and only
 # their *outcome* is recorded: that is **specialization**.
 #
-# ## 3. The same pipeline through `helpers.lower`
+# ## 4. What `helpers.lower` adds
 #
-# The lessons call `helpers.lower(model, args)`. It makes the same four calls, and adds three things:
+# `helpers.lower` makes the same four calls, and adds three things:
 #
 # - a **cache** keyed on the exported program: a program is lowered once, then loaded from disk;
 # - a **report** of what the pipeline did: the input contract, what XNNPACK took, the memory plan;
@@ -106,20 +122,15 @@ print(exported.graph_module.code.strip())
 #   operators (`linear`, …) whole so XNNPACK can take them, but it never takes nodes inside a `torch.cond`
 #   branch, so a `linear` there is left neither decomposed nor delegated and lowering fails. `lower` subclasses
 #   the partitioner to let branch nodes decompose to portable kernels (lesson 03 shows the failure and the fix).
+#
+# The report of section 2's program:
 
 # %%
-artifact = helpers.lower(model, (x,))
 artifact
 
 # %% [markdown]
-# ## 4. Run it and compare with eager, on many inputs
-
-# %%
-(device_out,) = artifact.run(x)
-print("eager:", helpers.fmt(model(x)))
-print(".pte: ", helpers.fmt(device_out))
-
-# %% [markdown]
+# ## 5. Compare with eager, on many inputs
+#
 # One matching sample is weak evidence. `probe_inputs` builds a varied set around the example: signs, scales,
 # zeros, extremes, and every axis nudged outside what export recorded. `compare` runs eager and the `.pte` on
 # each one, the `.pte` through `artifact.run_raw`: with the runtime's own input checks only, as an app that skips
@@ -144,7 +155,7 @@ print(report)
 # Nothing *diverged* here. The next lessons are about programs that run fine and give a different answer.
 # `report.table()` lists every row, and the notebook view of `report` shows them behind a "every input" toggle.
 #
-# ## 5. Try it yourself
+# ## 6. Try it yourself
 #
 # Change the batch size and the sign of the input. Each change runs eager PyTorch and the cached `.pte` (no
 # re-export) and shows the verdict. Outside what export recorded you see what the runtime itself says, and the
@@ -204,7 +215,7 @@ interview.ask("00.pipeline")
 
 # %% tags=["ci-check"] jupyter={"source_hidden": true}
 assert "aten.add" in exported.graph_module.code and "cond" not in exported.graph_module.code
-assert torch.allclose(device_out, model(x), atol=1e-5)
+assert torch.allclose(device_out, model(x), atol=1e-5) and torch.allclose(stock_out, device_out, atol=1e-5)
 counts = report.counts()
 assert counts["match"] > 0 and counts["diverge"] == 0 and counts["rejected"] > 0 and counts["eager_error"] > 0
 assert all(r.within_contract for r in report if r.status == "match")

@@ -50,6 +50,14 @@ workdir = tempfile.TemporaryDirectory()
 pte_path = shipped.save(Path(workdir.name) / "classifier.pte")  # the file that is on the phone
 
 # %% [markdown]
+# The shipped program, on the same frame, as the app calls it:
+
+# %%
+err = helpers.show_error(shipped.run_raw, device_frame)
+
+# %% [markdown]
+# That line is what the app's log shows, on every frame. The steps below are what to do with it.
+#
 # ### Step 1: inspect the input signature, from the file
 
 # %%
