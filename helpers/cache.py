@@ -14,6 +14,11 @@ Entries are a ``<key>.pte`` plus a ``<key>.json`` written atomically (temporary 
 entry is detected, deleted and rebuilt rather than loaded. The location is
 ``$EXPORTLAB_CACHE_DIR`` or ``~/.cache/exportlab``.
 
+A lowering that *fails* is recorded too (``<key>.failed.json``: the exception's type, its message and its
+traceback as text), because it fails the same way every time for the same exported program, versions and
+code: :func:`store_failure` / :func:`load_failure`. Only an error torch or ExecuTorch raised while lowering
+is recorded, and only one whose type can be raised again with the same message.
+
 Several processes may share the cache (the kernels of a test run, a JupyterLab session):
 :func:`build_lock` lets one of them build an entry while the others wait and then load it,
 instead of all building the same program at once.
@@ -40,7 +45,8 @@ import torch
 
 from .records import ProgramRecord
 
-__all__ = ["cache_dir", "program_key", "dynamic_shapes_repr", "load_entry", "store_entry", "build_lock", "clear_cache"]
+__all__ = ["cache_dir", "program_key", "dynamic_shapes_repr", "load_entry", "store_entry", "load_failure", "store_failure",
+           "build_lock", "clear_cache"]
 
 FORMAT_VERSION = "6"
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
@@ -203,6 +209,26 @@ def load_entry(key: str) -> tuple[bytes, ProgramRecord] | None:
         meta_path.unlink(missing_ok=True)
         return None
     return pte, cast(ProgramRecord, meta)  # written by store_entry, by the code this key names
+
+
+def store_failure(key: str, failure: dict[str, str]) -> None:
+    """Record that lowering entry ``key`` failed: ``{"type": "module:qualname", "message": …, "traceback": …}``."""
+    _atomic_write(cache_dir() / f"{key}.failed.json", json.dumps(failure, sort_keys=True).encode())
+
+
+def load_failure(key: str) -> dict[str, str] | None:
+    """The recorded failure of entry ``key`` (see :func:`store_failure`), or None; an unreadable record is deleted."""
+    path = cache_dir() / f"{key}.failed.json"
+    if not path.exists():
+        return None
+    try:
+        failure = json.loads(path.read_text())
+        if all(isinstance(failure.get(k), str) for k in ("type", "message", "traceback")):
+            return cast(dict[str, str], failure)
+    except (OSError, ValueError, AttributeError):
+        pass
+    path.unlink(missing_ok=True)
+    return None
 
 
 @contextlib.contextmanager

@@ -11,7 +11,9 @@ compiler (``executorch.exir``) is imported only to build.
 Errors keep their own type and message. One raised *by torch or ExecuTorch* while exporting,
 lowering or loading the model is tagged with its stage (:func:`stage_of` gives ``"export"``,
 ``"lower"`` or ``"load"``); an exception without a stage is the library's own failure, not the
-model's.
+model's. A lowering error is also recorded in the cache, and a later call on the same exported program raises it
+again without running the compiler (it would fail the same way): the exception has the same type and message, and
+a note that says it was replayed.
 
 One adjustment is made for ``torch.cond``: XNNPACK asks the lowering not to decompose some
 operators (``linear`` among them) because it will take them itself, but it never looks inside
@@ -24,8 +26,10 @@ says so.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import logging
 import sys
+import traceback
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -105,6 +109,51 @@ class _StageError(RuntimeError):
         super().__init__(f"{type(original).__name__}: {original}")
         setattr(self, _STAGE_ATTRIBUTE, stage)
         self.original = original
+
+
+# ----- failures that repeat ------------------------------------------------------------------------
+_NOT_RECORDED = (MemoryError, OSError)  # about this machine at this moment, not about the program
+
+
+def _record_failure(key: str, exc: BaseException) -> None:
+    """Keep a lowering error torch or ExecuTorch raised, if it can be raised again exactly (its type, from its
+    message alone): the same exported program, versions and code fail the same way every time."""
+    kind = type(exc)
+    if stage_of(exc) != "lower" or isinstance(exc, _NOT_RECORDED) or not isinstance(exc, Exception):
+        return
+    if "<locals>" in kind.__qualname__ or _rebuilt(f"{kind.__module__}:{kind.__qualname__}", str(exc)) is None:
+        return
+    cache.store_failure(key, {"type": f"{kind.__module__}:{kind.__qualname__}", "message": str(exc),
+                              "traceback": "".join(traceback.format_exception(exc))})
+
+
+def _rebuilt(kind: str, message: str) -> BaseException | None:
+    """The exception ``kind`` ("module:qualname") raised with ``message``, or None if that does not give it back."""
+    module, _, qualname = kind.partition(":")
+    try:
+        found: Any = importlib.import_module(module)
+        for part in qualname.split("."):
+            found = getattr(found, part)
+        exc = found(message)
+    except Exception:  # noqa: BLE001 - a type we cannot rebuild is simply not replayed
+        return None
+    return exc if isinstance(exc, Exception) and str(exc) == message else None
+
+
+def _raise_recorded_failure(key: str, progress: _Progress) -> None:
+    """Raise the error this program's lowering raised before (recorded by :func:`_record_failure`), if any."""
+    failure = cache.load_failure(key)
+    if failure is None:
+        return
+    exc = _rebuilt(failure["type"], failure["message"])
+    if exc is None:
+        return
+    setattr(exc, _STAGE_ATTRIBUTE, "lower")
+    exc.add_note("(exportlab: this program's lowering raised this error before, with the same torch, ExecuTorch "
+                 "and library code; replayed from the cache. The traceback it had then is in "
+                 f"{cache.cache_dir() / (key + '.failed.json')})")
+    progress.fail(exc)
+    raise exc
 
 
 class _Progress:
@@ -393,9 +442,11 @@ def lower_exported(methods: dict[str, tuple[torch.nn.Module, tuple[Any, ...], An
         return _MEMORY[memory_key]
     stored = cache.load_entry(key)
     if stored is None:
+        _raise_recorded_failure(key, progress)
         with cache.build_lock(key):  # another process may be building this very program
             stored = cache.load_entry(key)
             if stored is None:
+                _raise_recorded_failure(key, progress)
                 progress.step("starting")
                 try:
                     # Lowering may draw random numbers; a cold build must leave the caller's RNG exactly
@@ -404,6 +455,7 @@ def lower_exported(methods: dict[str, tuple[torch.nn.Module, tuple[Any, ...], An
                         pte, meta = _build(methods, exported, backend, key, progress)
                 except BaseException as exc:
                     progress.fail(exc)
+                    _record_failure(key, exc)
                     raise
                 cache.store_entry(key, pte, meta)
                 stored = (pte, meta)

@@ -213,6 +213,70 @@ def test_a_hit_exports_again_but_never_lowers_again(monkeypatch):
     torch.testing.assert_close(again.run(X)[0], first.run(X)[0])
 
 
+# ----- a lowering that fails, fails again without the compiler --------------------------------------
+def _median_center():
+    from helpers.lessons.control_flow import MedianCenter
+
+    return MedianCenter(), (torch.ones(3, 4),)
+
+
+def test_a_failed_lowering_is_replayed_from_the_cache(monkeypatch, tmp_path):
+    monkeypatch.setenv("EXPORTLAB_CACHE_DIR", str(tmp_path))
+    model, args = _median_center()
+    with pytest.raises(Exception) as first:
+        helpers.lower(model, args)
+    recorded = list(tmp_path.glob("*.failed.json"))
+    assert len(recorded) == 1 and "not in Core ATen opset" in json.loads(recorded[0].read_text())["message"]
+    assert "Traceback" in json.loads(recorded[0].read_text())["traceback"]
+
+    def no_build(*args, **kwargs):
+        raise AssertionError("a recorded failure must not lower again")
+
+    monkeypatch.setattr(lowering, "_build", no_build)
+    with pytest.raises(Exception) as again:
+        helpers.lower(model, args)
+    assert type(again.value) is type(first.value) and str(again.value) == str(first.value)
+    assert lowering.stage_of(again.value) == "lower"
+    assert any("replayed from the cache" in note for note in again.value.__notes__)
+    from helpers.diagnose import diagnose_exception
+
+    assert diagnose_exception(again.value, "lower").summary == diagnose_exception(first.value, "lower").summary
+
+
+class _TwoArguments(RuntimeError):
+    def __init__(self, what: str, why: str):
+        super().__init__(f"{what}: {why}")
+
+
+@pytest.mark.parametrize("raised, stage", [
+    (_TwoArguments("a", "b"), "lower"),  # cannot be raised again from its message alone
+    (MemoryError("out of memory"), "lower"),  # about the machine, not the program
+    (RuntimeError("a kernel this runtime lacks"), "load"),  # only lowering errors are recorded
+    (RuntimeError("a bug in the library"), None),  # no stage: the library's own failure
+])
+def test_failures_that_are_not_recorded(monkeypatch, tmp_path, raised, stage):
+    monkeypatch.setenv("EXPORTLAB_CACHE_DIR", str(tmp_path))
+
+    def failing_build(*args, **kwargs):
+        if stage is not None:
+            setattr(raised, lowering._STAGE_ATTRIBUTE, stage)
+        raise raised
+
+    monkeypatch.setattr(lowering, "_build", failing_build)
+    with pytest.raises(type(raised)):
+        helpers.lower(M.ConfigBranch(seed=12), (X,))
+    assert not list(tmp_path.glob("*.failed.json"))
+
+
+def test_an_unreadable_failure_record_is_deleted_and_the_program_built(monkeypatch, tmp_path):
+    monkeypatch.setenv("EXPORTLAB_CACHE_DIR", str(tmp_path))
+    model = M.ConfigBranch(seed=13)
+    key = key_of(model, (X,))
+    (tmp_path / f"{key}.failed.json").write_text("{not json")
+    artifact = helpers.lower(model, (X,), backend="xnnpack")
+    assert artifact.key == key and not (tmp_path / f"{key}.failed.json").exists()
+
+
 _PROCESS = r"""
 import json, sys
 import torch
