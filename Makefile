@@ -15,7 +15,7 @@ help:
 	@echo "make test   - lint + unit tests + every notebook under strict nbval + real-browser widget tests"
 	@echo "make notebooks - re-execute every notebook and save its outputs (after editing a lesson)"
 	@echo "make cards  - printable interview answer cards: build/interview-cards.html"
-	@echo "make bench  - benchmarks (cache and soundness cost, widget latency, exercise checks, first verdict per lesson)"
+	@echo "make bench  - a newcomer's timings (make lab URL, Run All per lesson, widgets, checks); rewrites README timings"
 
 $(STAMP): requirements.txt pyproject.toml tools/kernelspec.py
 	@test -d $(VENV) || $(PYTHON) -m venv $(VENV)
@@ -52,7 +52,7 @@ browser: $(STAMP)
 	$(BIN)/python -m pytest -q tests/browser
 
 lint: $(STAMP)
-	$(BIN)/ruff check helpers tests benchmarks tools notebooks conftest.py
+	$(BIN)/ruff check helpers tests benchmarks tools notebooks jupyter conftest.py
 	$(BIN)/mypy
 
 sync-check: $(STAMP)
@@ -69,7 +69,10 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_core.py
 	$(BIN)/python benchmarks/bench_widgets.py
 	$(BIN)/python benchmarks/bench_exercises.py
+	$(BIN)/python benchmarks/bench_lab_url.py
 	$(BIN)/python benchmarks/bench_first_verdict.py
+	$(BIN)/python benchmarks/bench_browser.py
+	$(BIN)/python benchmarks/report.py
 
 clean-cache:
 	rm -rf .cache/exportlab

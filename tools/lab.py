@@ -23,7 +23,12 @@ ROOT = Path(__file__).resolve().parent.parent
 def main(argv: list[str]) -> int:
     os.environ.setdefault("EXPORTLAB_CACHE_DIR", str(ROOT / ".cache" / "exportlab"))
     jupyter = Path(sys.executable).with_name("jupyter")
-    lab = subprocess.Popen([str(jupyter), "lab", *argv])
+    # widget replies without Nagle's 40 ms stall: jupyter/server/exportlab_server.py
+    server_settings = str(ROOT / "jupyter" / "server")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [server_settings, os.environ.get("PYTHONPATH")]))}
+    lab = subprocess.Popen([str(jupyter), "lab",
+                            "--ServerApp.kernel_websocket_connection_class=exportlab_server.NoDelayKernelConnection",
+                            *argv], env=env)
     warm = subprocess.Popen([sys.executable, str(ROOT / "tools" / "notebooks.py"), "warm", "--background",
                              "--watch-pid", str(lab.pid)])
 

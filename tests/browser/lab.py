@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+SERVER_SETTINGS = ROOT / "jupyter" / "server"  # what make lab runs JupyterLab with (tools/lab.py)
+NO_DELAY = "exportlab_server.NoDelayKernelConnection"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
@@ -97,6 +99,7 @@ class LabServer:
         env.setdefault("EXPORTLAB_CACHE_DIR", str(ROOT / ".cache" / "exportlab"))
         env["JUPYTER_RUNTIME_DIR"] = str(self.root / "runtime")
         env["JUPYTER_CONFIG_DIR"] = str(self.root / "config")
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SERVER_SETTINGS), env.get("PYTHONPATH")]))
         jupyter = Path(sys.executable).with_name("jupyter")
         self.log = open(self.root / "jupyterlab.log", "w")  # noqa: SIM115 - closed in stop()
         self.process = subprocess.Popen(
@@ -104,7 +107,7 @@ class LabServer:
              f"--ServerApp.port={self.port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={self.token}",
              f"--ServerApp.root_dir={notebooks}", f"--LabApp.app_settings_dir={ROOT / 'jupyter'}",
              f"--LabApp.user_settings_dir={self.root / 'user-settings'}", f"--LabApp.workspaces_dir={self.root / 'ws'}",
-             "--LabApp.expose_app_in_browser=True"],
+             "--LabApp.expose_app_in_browser=True", f"--ServerApp.kernel_websocket_connection_class={NO_DELAY}"],
             env=env, stdout=self.log, stderr=subprocess.STDOUT, cwd=self.root)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -206,7 +209,14 @@ class LessonPage:
         self.page.wait_for_function("() => window.__firstVerdict.at !== null", timeout=timeout_ms, polling=100)
         return self.page.evaluate("() => (window.__firstVerdict.at - window.__firstVerdict.start) / 1000")
 
-    def run_all(self, timeout_ms: int = 600_000, start: bool = True) -> None:
+    def run_all_timing(self, timeout_ms: int = 600_000) -> tuple[float, float]:
+        """Clear the outputs, Run All, and return (seconds to the first verdict, seconds until the whole lesson ran)."""
+        first = self.run_all_timing_first_verdict(timeout_ms)
+        self.run_all(timeout_ms, start=False, polling_ms=100)
+        whole = self.page.evaluate("() => (performance.now() - window.__firstVerdict.start) / 1000")
+        return first, whole
+
+    def run_all(self, timeout_ms: int = 600_000, start: bool = True, polling_ms: int = 500) -> None:
         """Restart-free 'Run All' (``start=False``: one already started), then wait until every code cell has an
         execution count and the kernel is idle."""
         if start:
@@ -219,7 +229,7 @@ class LessonPage:
                 const busy = panel.content.widgets.some(c => c.model.type === 'code' && c.promptNode
                     && c.promptNode.textContent.includes('*'));
                 return done && !busy && panel.sessionContext.session.kernel.status === 'idle';
-            }""", timeout=timeout_ms, polling=500)
+            }""", timeout=timeout_ms, polling=polling_ms)
 
     def cell_errors(self) -> list[str]:
         return self.panel.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']").filter(
