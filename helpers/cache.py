@@ -17,7 +17,8 @@ entry is detected, deleted and rebuilt rather than loaded. The location is
 A lowering that *fails* is recorded too (``<key>.failed.json``: the exception's type, its message and its
 traceback as text), because it fails the same way every time for the same exported program, versions and
 code: :func:`store_failure` / :func:`load_failure`. Only an error torch or ExecuTorch raised while lowering
-is recorded, and only one whose type can be raised again with the same message.
+is recorded, and only one whose type can be raised again with the same message; and a load the runtime refused
+because it has no kernel for an operator (``OperatorMissing``, a fact of the runtime build).
 
 Several processes may share the cache (the kernels of a test run, a JupyterLab session):
 :func:`build_lock` lets one of them build an entry while the others wait and then load it,
@@ -212,7 +213,8 @@ def load_entry(key: str) -> tuple[bytes, ProgramRecord] | None:
 
 
 def store_failure(key: str, failure: dict[str, str]) -> None:
-    """Record that lowering entry ``key`` failed: ``{"type": "module:qualname", "message": …, "traceback": …}``."""
+    """Record that building entry ``key`` failed: ``{"type": "module:qualname" (or "load"), "message": …,
+    "traceback": …}`` and, for a load, the refusal's ``method``, ``error`` and ``log`` (all strings)."""
     _atomic_write(cache_dir() / f"{key}.failed.json", json.dumps(failure, sort_keys=True).encode())
 
 
@@ -223,7 +225,7 @@ def load_failure(key: str) -> dict[str, str] | None:
         return None
     try:
         failure = json.loads(path.read_text())
-        if all(isinstance(failure.get(k), str) for k in ("type", "message", "traceback")):
+        if all(isinstance(value, str) for value in failure.values()) and {"type", "message", "traceback"} <= set(failure):
             return cast(dict[str, str], failure)
     except (OSError, ValueError, AttributeError):
         pass

@@ -11,9 +11,9 @@ compiler (``executorch.exir``) is imported only to build.
 Errors keep their own type and message. One raised *by torch or ExecuTorch* while exporting,
 lowering or loading the model is tagged with its stage (:func:`stage_of` gives ``"export"``,
 ``"lower"`` or ``"load"``); an exception without a stage is the library's own failure, not the
-model's. A lowering error is also recorded in the cache, and a later call on the same exported program raises it
-again without running the compiler (it would fail the same way): the exception has the same type and message, and
-a note that says it was replayed.
+model's. A lowering error is also recorded in the cache (and a load refused for a missing kernel), and a later call
+on the same exported program raises it again without running the compiler (it would fail the same way): the
+exception has the same type and message, and a note that says it was replayed.
 
 One adjustment is made for ``torch.cond``: XNNPACK asks the lowering not to decompose some
 operators (``linear`` among them) because it will take them itself, but it never looks inside
@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import logging
+import re
 import sys
 import traceback
 from collections.abc import Iterator, Mapping
@@ -115,10 +116,20 @@ class _StageError(RuntimeError):
 _NOT_RECORDED = (MemoryError, OSError)  # about this machine at this moment, not about the program
 
 
+# runtime/core/error.h: OperatorMissing, a fact of this runtime build (the bindings write "error: 0x:14")
+_OPERATOR_MISSING = re.compile(r"error:? 0x:?14\b")
+
+
 def _record_failure(key: str, exc: BaseException) -> None:
     """Keep a lowering error torch or ExecuTorch raised, if it can be raised again exactly (its type, from its
-    message alone): the same exported program, versions and code fail the same way every time."""
+    message alone), and a load refused because this runtime has no kernel for an operator: the same exported
+    program, versions and code fail the same way every time."""
     kind = type(exc)
+    if isinstance(exc, RuntimeRejectedError) and kind is RuntimeRejectedError and stage_of(exc) == "load" \
+            and _OPERATOR_MISSING.search(exc.error):
+        cache.store_failure(key, {"type": "load", "message": str(exc), "traceback": "".join(traceback.format_exception(exc)),
+                                  "method": exc.method, "error": exc.error, "log": "\n".join(exc.log)})
+        return
     if stage_of(exc) != "lower" or isinstance(exc, _NOT_RECORDED) or not isinstance(exc, Exception):
         return
     if "<locals>" in kind.__qualname__ or _rebuilt(f"{kind.__module__}:{kind.__qualname__}", str(exc)) is None:
@@ -145,11 +156,17 @@ def _raise_recorded_failure(key: str, progress: _Progress) -> None:
     failure = cache.load_failure(key)
     if failure is None:
         return
-    exc = _rebuilt(failure["type"], failure["message"])
+    stage = "load" if failure["type"] == "load" else "lower"
+    if stage == "load":
+        exc: BaseException | None = RuntimeRejectedError(failure.get("method", ""), failure.get("error", ""),
+                                                         failure.get("log", "").splitlines())
+        exc = exc if str(exc) == failure["message"] else None
+    else:
+        exc = _rebuilt(failure["type"], failure["message"])
     if exc is None:
         return
-    setattr(exc, _STAGE_ATTRIBUTE, "lower")
-    exc.add_note("(exportlab: this program's lowering raised this error before, with the same torch, ExecuTorch "
+    setattr(exc, _STAGE_ATTRIBUTE, stage)
+    exc.add_note(f"(exportlab: this program's {stage} stage raised this error before, with the same torch, ExecuTorch "
                  "and library code; replayed from the cache. The traceback it had then is in "
                  f"{cache.cache_dir() / (key + '.failed.json')})")
     progress.fail(exc)

@@ -243,6 +243,21 @@ def test_a_failed_lowering_is_replayed_from_the_cache(monkeypatch, tmp_path):
     assert diagnose_exception(again.value, "lower").summary == diagnose_exception(first.value, "lower").summary
 
 
+def test_a_load_refused_for_a_missing_kernel_is_replayed(monkeypatch, tmp_path):
+    from helpers.lessons.control_flow import SortValues
+
+    monkeypatch.setenv("EXPORTLAB_CACHE_DIR", str(tmp_path))
+    args = (torch.arange(5.0),)
+    with pytest.raises(helpers.RuntimeRejectedError) as first:
+        helpers.lower(SortValues(), args, backend="portable")
+    assert lowering._OPERATOR_MISSING.search(first.value.error)  # OperatorMissing: no kernel for aten.sort here
+    monkeypatch.setattr(lowering, "_build", lambda *a, **k: (_ for _ in ()).throw(AssertionError("built again")))
+    with pytest.raises(helpers.RuntimeRejectedError) as again:
+        helpers.lower(SortValues(), args, backend="portable")
+    assert str(again.value) == str(first.value) and again.value.reason == first.value.reason
+    assert lowering.stage_of(again.value) == "load" and again.value.log == first.value.log
+
+
 class _TwoArguments(RuntimeError):
     def __init__(self, what: str, why: str):
         super().__init__(f"{what}: {why}")
@@ -251,7 +266,8 @@ class _TwoArguments(RuntimeError):
 @pytest.mark.parametrize("raised, stage", [
     (_TwoArguments("a", "b"), "lower"),  # cannot be raised again from its message alone
     (MemoryError("out of memory"), "lower"),  # about the machine, not the program
-    (RuntimeError("a kernel this runtime lacks"), "load"),  # only lowering errors are recorded
+    (RuntimeError("a kernel this runtime lacks"), "load"),  # a load error other than the runtime's refusal
+    (helpers.RuntimeRejectedError("forward", "load_method failed with error 0x21", []), "load"),  # out of memory
     (RuntimeError("a bug in the library"), None),  # no stage: the library's own failure
 ])
 def test_failures_that_are_not_recorded(monkeypatch, tmp_path, raised, stage):
