@@ -56,7 +56,8 @@ pte_path = shipped.save(Path(workdir.name) / "classifier.pte")  # the file that 
 err = helpers.show_error(shipped.run_raw, device_frame)
 
 # %% [markdown]
-# That line is what the app's log shows, on every frame. The steps below are what to do with it.
+# The runtime's words in that line ("Attempted to resize a static tensor…", error 0x10) are what the app's log
+# shows, for every frame the camera sends. The steps below are what to do with them.
 #
 # ### Step 1: inspect the input signature, from the file
 
