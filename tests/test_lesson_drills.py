@@ -168,3 +168,21 @@ ATOL, RTOL = 1e-4, 1e-4
     failed = D.run_ci_example(ci, one_frame)
     assert failed["exit code"] == 1
     assert failed["failed tests"] and all("frames=1" in t for t in failed["failed tests"]), failed
+
+
+def test_the_replays_in_the_background_report_what_a_run_in_this_process_reports():
+    ci = ROOT / "tests" / "test_export_ci_example.py"
+    background = D.start_ci_replays(ci, {"flag": D.CI_REPLAYS["flag"]})
+    here = D.run_ci_example(ci, D.CI_REPLAYS["flag"])
+    assert here["exit code"] == 1 and here["failed tests"], here  # the replay fails: the reference differs
+    assert background.results() == {"flag": here}
+    assert list(D.CI_REPLAYS) == ["one_frame", "flag", "any_size"]
+
+
+def test_a_background_runner_that_dies_says_it_was_the_runner(monkeypatch):
+    monkeypatch.setattr(D, "_WORKER_CODE", "import sys; sys.stderr.write('boom\\n'); sys.exit(3)")
+    runs = D.start_ci_replays(ROOT / "tests" / "test_export_ci_example.py", {"flag": ""})
+    with pytest.raises(RuntimeError, match=r"(?s)exit code 3 \(exportlab's runner, not a test's outcome\).*boom"):
+        runs.results()
+    with pytest.raises(FileNotFoundError, match="no CI test file"):
+        D.start_ci_replays(ROOT / "tests" / "no_such_test.py")

@@ -10,12 +10,19 @@ eager, the delegation report — and returns a :class:`Finding` whose ``answer``
 :data:`ANSWERS`. :func:`check` compares a learner's answer with it; with no answer it reveals nothing.
 
 Also here: :func:`draft_issues` (every issue ``torch.export.draft_export`` finds, in one list) and
-:func:`run_ci_example` (the copyable export-CI test, with its CONFIG replaced to replay a drill).
+:func:`run_ci_example` (the copyable export-CI test, with its CONFIG replaced to replay a drill) and
+:func:`start_ci_replays` (the drills' replays, :data:`CI_REPLAYS`, run in a process of their own while the learner
+reads on).
 """
 
 from __future__ import annotations
 
 import itertools
+import json
+import os
+import subprocess
+import sys
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -355,8 +362,6 @@ def run_ci_example(path: str | Path, config: str | None = None) -> dict[str, Any
     With ``config``, a copy of the file whose CONFIG section is replaced by ``config`` is run instead
     (how a drill's model is replayed through the same test).
     """
-    import tempfile
-
     import pytest
 
     class Count:
@@ -382,10 +387,112 @@ def run_ci_example(path: str | Path, config: str | None = None) -> dict[str, Any
         counter = Count()
         # the test file turns progress lines off for its own run: the setting is restored after it
         with lowering.progress_lines(lowering.progress_enabled()), captured_output():
-            # no:nbval — the notebook plugin is not needed here, and importing it (nbformat, jsonschema) costs seconds
-            code = pytest.main([str(target), "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "-p", "no:nbval"],
+            # the test needs pytest alone: the installed plugins (xdist, nbval, anyio, ...) are not loaded, which
+            # saves ~1.5 s the first time
+            code = pytest.main([str(target), "-q", "-p", "no:cacheprovider", "--disable-plugin-autoload"],
                                plugins=[counter])
     return {"exit code": int(code), **counter.outcomes, "failed tests": counter.failed}
+
+
+# The drills replayed through the CI test: each replaces the test's CONFIG section.
+CI_REPLAYS = {
+    "one_frame": '''
+from helpers.models import ShapeBranch
+
+MODEL = ShapeBranch().eval()
+REFERENCE = MODEL
+EXAMPLE = (torch.randn(1, 8, 4, generator=torch.Generator().manual_seed(1)),)
+DYNAMIC_SHAPES = {"x": {1: Dim("frames", min=1, max=16)}}
+INPUT_NAMES = ("x",)
+DEVICE_INPUTS = [("a 12-frame clip", (torch.randn(1, 12, 4, generator=torch.Generator().manual_seed(2)),))]
+ALLOWED_PORTABLE_OPS = {"aten_mean_dim", "aten_var_correction"}  # no XNNPACK rule for these ranks/ops
+ATOL, RTOL = 1e-4, 1e-4
+''',
+    "flag": '''
+from helpers.models import ConfigBranch
+
+MODEL = ConfigBranch(use_residual=True).eval()  # the training repo's setting
+REFERENCE = ConfigBranch(use_residual=False).eval()  # the app's setting
+EXAMPLE = (torch.randn(2, 4, generator=torch.Generator().manual_seed(1)),)
+DYNAMIC_SHAPES = None
+INPUT_NAMES = ("x",)
+DEVICE_INPUTS = [("an input", (torch.randn(2, 4, generator=torch.Generator().manual_seed(2)),))]
+ALLOWED_PORTABLE_OPS = set()
+ATOL, RTOL = 1e-4, 1e-4
+''',
+    "any_size": '''
+from helpers.lessons.shapes import TinySegmenter, camera_frame
+
+MODEL = TinySegmenter().eval()
+REFERENCE = MODEL
+EXAMPLE = (camera_frame(64, 64),)
+DYNAMIC_SHAPES = {"x": {2: Dim("height", min=32, max=128), 3: Dim("width", min=32, max=128)}}
+INPUT_NAMES = ("x",)
+DEVICE_INPUTS = [("a 48×64 frame", (camera_frame(48, 64),))]
+ALLOWED_PORTABLE_OPS = set()
+ATOL, RTOL = 1e-4, 1e-4
+''',
+}
+
+_REPO_ROOT = Path(__file__).resolve().parents[2]
+# what the background process runs: this module's worker (overridable by tests, to fail on purpose)
+_WORKER_CODE = f"import importlib; importlib.import_module({__name__!r})._ci_replay_worker()"
+
+
+class BackgroundCiRuns:
+    """Replays of the CI test running in a process of their own (see :func:`start_ci_replays`)."""
+
+    def __init__(self, path: Path, configs: dict[str, str]) -> None:
+        self.names = list(configs)
+        self._out = tempfile.TemporaryFile(mode="w+")
+        self._err = tempfile.TemporaryFile(mode="w+")
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(_REPO_ROOT),
+                                                                          os.environ.get("PYTHONPATH")]))}
+        self._process = subprocess.Popen([sys.executable, "-c", _WORKER_CODE], stdin=subprocess.PIPE,
+                                         stdout=self._out, stderr=self._err, env=env, cwd=_REPO_ROOT, text=True)
+        assert self._process.stdin is not None
+        self._process.stdin.write(json.dumps({"path": str(path), "configs": configs}))
+        self._process.stdin.close()
+        self._results: dict[str, dict[str, Any]] | None = None
+
+    def results(self, timeout: float = 600) -> dict[str, dict[str, Any]]:
+        """Wait for the replays; ``{name: what run_ci_example returned}``, in the order they were given."""
+        if self._results is None:
+            try:
+                code = self._process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                raise RuntimeError(f"the background CI replays did not finish within {timeout:.0f} s (exportlab's "
+                                   "runner, not your model): run drills.run_ci_example(path, config) instead") from None
+            self._out.seek(0)
+            self._err.seek(0)
+            lines = self._out.read().strip().splitlines()
+            if code != 0 or not lines:
+                tail = "\n".join(self._err.read().strip().splitlines()[-8:])
+                raise RuntimeError(f"the background CI replays stopped with exit code {code} (exportlab's runner, "
+                                   f"not a test's outcome); its last words:\n{tail}")
+            self._results = json.loads(lines[-1])
+        return self._results
+
+
+def start_ci_replays(path: str | Path, configs: dict[str, str] | None = None) -> BackgroundCiRuns:
+    """Start :func:`run_ci_example` on ``path`` with each CONFIG of ``configs`` (default :data:`CI_REPLAYS`), one
+    after the other in a new Python process, and return at once; ``.results()`` waits for them.
+
+    Each replay builds its program from scratch with the stock compiler, as a CI job does (~10 s for the three):
+    started early, they run beside the lesson instead of in front of the learner.
+    """
+    path = Path(path).resolve()
+    if not path.is_file():
+        raise FileNotFoundError(f"no CI test file at {path}")
+    return BackgroundCiRuns(path, dict(CI_REPLAYS if configs is None else configs))
+
+
+def _ci_replay_worker() -> None:
+    """The background process: read ``{"path", "configs"}`` on stdin, print the outcomes as one JSON line."""
+    spec = json.loads(sys.stdin.read())
+    outcomes = {name: run_ci_example(spec["path"], config) for name, config in spec["configs"].items()}
+    print(json.dumps(outcomes))
 
 
 # ----- the drills ------------------------------------------------------------------------------

@@ -33,6 +33,16 @@ _ = torch.manual_seed(0)
 pd.set_option("display.max_colwidth", 80)
 
 # %% [markdown]
+# The last section replays three drills through an export CI test; each replay builds its program from scratch with
+# the stock compiler, as a CI job does (about ten seconds for the three). They start now, in a process of their own,
+# and their results wait for you there:
+
+# %%
+ci_test = Path("../tests/test_export_ci_example.py")
+ci_replays = drills.start_ci_replays(ci_test)
+print(f"{len(ci_replays.names)} replays of {ci_test.name} started in the background")
+
+# %% [markdown]
 # ## The trap, live: "works in Python, rejects our camera frames"
 #
 # The app ships a `.pte` of `TinyVision` (lesson 06) produced by a notebook with a 64×64 example. The app team reports
@@ -335,7 +345,6 @@ grade = exercises.check("10.probe_set", answer)
 # `torch`, `executorch` and `pytest`). What it checks, in its own words:
 
 # %%
-ci_test = Path("../tests/test_export_ci_example.py")
 source = ci_test.read_text()
 print(source[: source.index("from __future__")].strip())
 
@@ -359,45 +368,15 @@ print(result)
 # `any_size` (no operator may fall back to portable kernels):
 
 # %%
-replays = {
-    "one_frame": '''
-from helpers.models import ShapeBranch
+for name, config in drills.CI_REPLAYS.items():
+    print(f"----- {name} -----{config}")
 
-MODEL = ShapeBranch().eval()
-REFERENCE = MODEL
-EXAMPLE = (torch.randn(1, 8, 4, generator=torch.Generator().manual_seed(1)),)
-DYNAMIC_SHAPES = {"x": {1: Dim("frames", min=1, max=16)}}
-INPUT_NAMES = ("x",)
-DEVICE_INPUTS = [("a 12-frame clip", (torch.randn(1, 12, 4, generator=torch.Generator().manual_seed(2)),))]
-ALLOWED_PORTABLE_OPS = {"aten_mean_dim", "aten_var_correction"}  # no XNNPACK rule for these ranks/ops
-ATOL, RTOL = 1e-4, 1e-4
-''',
-    "flag": '''
-from helpers.models import ConfigBranch
+# %% [markdown]
+# Their outcomes (the replays started at the top of this lesson; if they are still running, this waits for them).
+# To replay a CONFIG of your own, in this process: `drills.run_ci_example(ci_test, your_config)`.
 
-MODEL = ConfigBranch(use_residual=True).eval()  # the training repo's setting
-REFERENCE = ConfigBranch(use_residual=False).eval()  # the app's setting
-EXAMPLE = (torch.randn(2, 4, generator=torch.Generator().manual_seed(1)),)
-DYNAMIC_SHAPES = None
-INPUT_NAMES = ("x",)
-DEVICE_INPUTS = [("an input", (torch.randn(2, 4, generator=torch.Generator().manual_seed(2)),))]
-ALLOWED_PORTABLE_OPS = set()
-ATOL, RTOL = 1e-4, 1e-4
-''',
-    "any_size": '''
-from helpers.lessons.shapes import TinySegmenter, camera_frame
-
-MODEL = TinySegmenter().eval()
-REFERENCE = MODEL
-EXAMPLE = (camera_frame(64, 64),)
-DYNAMIC_SHAPES = {"x": {2: Dim("height", min=32, max=128), 3: Dim("width", min=32, max=128)}}
-INPUT_NAMES = ("x",)
-DEVICE_INPUTS = [("a 48×64 frame", (camera_frame(48, 64),))]
-ALLOWED_PORTABLE_OPS = set()
-ATOL, RTOL = 1e-4, 1e-4
-''',
-}
-replayed = {name: drills.run_ci_example(ci_test, config) for name, config in replays.items()}
+# %%
+replayed = ci_replays.results()
 for name, outcome in replayed.items():
     print(f"{name}: exit code {outcome['exit code']}, {outcome.get('failed', 0)} failed:")
     for test in outcome["failed tests"]:
