@@ -21,6 +21,7 @@ from .diagnose import Diagnosis, diagnose_export
 from .display import error_excerpt, fmt, show_error
 from .lowering import lower, lower_methods, set_progress
 from .parity import ParityReport, ParityRow, Probe, check_one, compare, probe_inputs
+from .warmup import warm_up_status
 
 __all__ = [
     "lower", "lower_methods", "PteArtifact", "DelegationReport", "RuntimeRejectedError",
@@ -28,4 +29,5 @@ __all__ = [
     "compare", "check_one", "probe_inputs", "Probe", "ParityReport", "ParityRow",
     "diagnose_export", "Diagnosis", "fmt", "show_error", "error_excerpt",
     "cache_dir", "clear_cache", "set_progress", "silence_library_noise", "runtime_threads",
+    "warm_up_status",
 ]

@@ -84,3 +84,28 @@ def test_it_stops_when_jupyterlab_stops_and_its_kernel_goes_with_it(tmp_path):
         for proc in (jupyterlab, warm):
             if proc.poll() is None:
                 proc.kill()
+
+
+def test_the_status_a_lesson_prints_says_what_the_log_says_last_and_when(tmp_path):
+    from helpers.warmup import warm_up_status
+
+    log = tmp_path / "warm.log"
+    assert warm_up_status(log).startswith("No background warm-up has run with this cache (`make lab` starts one)")
+    log.write_text("2026-12-05 03:00:00 building the lessons' programs in the background, lesson by lesson\n"
+                   "2026-12-05 03:00:41 lesson 1 of 13: 00_start_here ready (41 s)\n"
+                   "2026-12-05 03:00:41 lesson 2 of 13: 01_silent_specialization …\n")
+    written = log.stat().st_mtime
+    assert warm_up_status(log, now=written + 12) == ("Background warm-up, 12 s ago: lesson 2 of 13: "
+                                                     "01_silent_specialization being built; the lessons before it "
+                                                     "are ready.")
+    with open(log, "a") as handle:
+        handle.write("2026-12-05 03:01:30 lesson 2 of 13: 01_silent_specialization ready (49 s)\n")
+    written = log.stat().st_mtime
+    assert warm_up_status(log, now=written + 600) == ("Background warm-up, 10 min ago: lesson 2 of 13: "
+                                                      "01_silent_specialization ready (49 s).")
+    with open(log, "a") as handle:
+        handle.write("2026-12-05 03:02:00 stopped: JupyterLab has stopped\n")
+    written = log.stat().st_mtime
+    assert warm_up_status(log, now=written + 3 * 3600) == (
+        "The background warm-up stopped: JupyterLab has stopped (3 h ago); lessons it had not reached build their "
+        "programs on their first run.")

@@ -5,8 +5,8 @@
 JupyterLab starts first and prints its URL as usual. Beside it, ``tools/notebooks.py warm --background`` runs
 every lesson once, in lesson order, at the lowest CPU priority (so the learner's kernel is served first), and
 writes its progress to the terminal and to ``$EXPORTLAB_CACHE_DIR/warm.log`` (``python tools/notebooks.py
-warm-status`` prints the last line). Ctrl-C is JupyterLab's (it asks to confirm); when JupyterLab exits, the
-warm-up stops, and this command exits with JupyterLab's status.
+warm-status`` and a cell of lesson 00 say where it stands). Ctrl-C is JupyterLab's (it asks to confirm); when
+JupyterLab exits, the warm-up stops, and this command exits with JupyterLab's status.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@
                                                    # `make lab` (tools/lab.py): the same, while JupyterLab runs:
                                                    # lesson by lesson in lesson order, at the lowest priority,
                                                    # progress in <cache>/warm.log; stops when PID stops
-    python tools/notebooks.py warm-status          # the warm-up's last line
+    python tools/notebooks.py warm-status          # where the warm-up stands (lesson 00 prints it too)
 
 The py:percent file in notebooks/src/ is the source a reviewer reads; the .ipynb carries the
 executed outputs that nbval compares. Cell ids are kept stable across rebuilds (an unchanged
@@ -240,7 +240,9 @@ def warm_background(watch_pid: int | None, notebooks: Path = NOTEBOOKS, answers:
     cache = _cache()
     cache.mkdir(parents=True, exist_ok=True)
     os.environ["EXPORTLAB_CACHE_DIR"] = str(cache)
-    log_path = cache / "warm.log"
+    from helpers.warmup import LOG_NAME  # the log's name, shared with its reader (helpers.warm_up_status)
+
+    log_path = cache / LOG_NAME
 
     def log(message: str, terminal: bool = True) -> None:
         with open(log_path, "a") as handle:
@@ -288,12 +290,10 @@ def warm_background(watch_pid: int | None, notebooks: Path = NOTEBOOKS, answers:
 
 
 def warm_status() -> str:
-    """The background warm-up's last line (what ``warm.log`` says now)."""
-    try:
-        lines = (_cache() / "warm.log").read_text().strip().splitlines()
-    except OSError:
-        lines = []
-    return lines[-1] if lines else "no warm-up has run yet (`make lab` starts one)"
+    """Where the background warm-up stands (the sentence lesson 00 prints, from ``warm.log``'s last line)."""
+    from helpers.warmup import LOG_NAME, warm_up_status
+
+    return warm_up_status(_cache() / LOG_NAME)
 
 
 def check() -> int:

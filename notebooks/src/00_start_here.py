@@ -45,6 +45,14 @@ from helpers.widgets import ParityExplorer
 _ = torch.manual_seed(0)
 
 # %% [markdown]
+# Started with `make lab`? Then a warm-up builds every lesson's programs in the background, lesson by lesson, at
+# the lowest priority; a lesson it has not reached yet builds its own on its first run (seconds). Where it stands
+# (run this cell again any time):
+
+# %% tags=["nbval-ignore-output"]
+print(helpers.warm_up_status())
+
+# %% [markdown]
 # ## 1. A model with a decision in it
 #
 # `ConfigBranch` has one plain Python attribute, `use_residual`, and one `if` that reads it. Here it is, whole:
