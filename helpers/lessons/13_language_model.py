@@ -1,0 +1,289 @@
+"""Lesson 13 · a language model on the device: a decoder-only LM with a static KV cache, decoded token by token
+in the ExecuTorch runtime, compared with eager greedy generation; its predictions.
+
+The model is a tiny Llama built from a ``transformers`` :class:`~transformers.LlamaConfig` (random weights, seeded),
+wrapped by ``transformers.integrations.executorch.TorchExportableModuleWithStaticCache``: the KV cache becomes
+buffers of the module (``key_cache_i``, ``value_cache_i``, ``cumulative_length_i``), which the exported program
+writes in place, so that it is state of the program between two calls of the runtime.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import nn
+
+from helpers import cache, lowering
+from helpers._quiet import captured_output
+from helpers.artifact import PteArtifact
+from helpers.interview import Card
+from helpers.questions import Question, Reveal
+
+if TYPE_CHECKING:  # imported where used: transformers takes ~2 s to import
+    from transformers import LlamaForCausalLM
+
+LESSON = "13_language_model"
+
+# The tiny Llama: 2 layers, 4 query heads sharing 2 key/value heads (grouped-query attention), 256 tokens.
+CONFIG: dict[str, Any] = {
+    "vocab_size": 256, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 128,
+}
+MAX_CACHE_LEN = 32  # the cache's slots: prompt + generated tokens must fit
+PROMPTS = ((5, 17, 42), (200, 3), (31, 64, 127, 8, 250))  # token ids (no tokenizer: the weights are random)
+NEW_TOKENS = 12
+
+
+def tiny_llama(seed: int = 0) -> LlamaForCausalLM:
+    """The tiny Llama of :data:`CONFIG`, seeded weights, in eval mode, set up for a static cache."""
+    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = LlamaForCausalLM(LlamaConfig(**CONFIG)).eval()
+    # a static cache (what the wrapper exports), and no end-of-sequence token: every loop generates its full count
+    model.generation_config = GenerationConfig(use_cache=True, cache_implementation="static", eos_token_id=None)
+    return model
+
+
+class DecodeStep(nn.Module):
+    """One call of the app's loop: ``input_ids`` (1, n) written at ``cache_position`` (n,) → logits (1, n, vocab).
+
+    The KV cache is the wrapped module's state: each call writes the new keys and values into its slots at
+    ``cache_position`` and attends over the slots up to there.
+    """
+
+    def __init__(self, lm: LlamaForCausalLM, max_cache_len: int = MAX_CACHE_LEN) -> None:
+        super().__init__()
+        from transformers.integrations.executorch import TorchExportableModuleWithStaticCache
+
+        self.cached = TorchExportableModuleWithStaticCache(lm, batch_size=1, max_cache_len=max_cache_len)
+
+    def forward(self, input_ids: torch.Tensor, cache_position: torch.Tensor) -> torch.Tensor:
+        return self.cached(input_ids=input_ids, cache_position=cache_position)
+
+
+def step_example() -> tuple[torch.Tensor, torch.Tensor]:
+    """A decode step's example: one token at position 0."""
+    return torch.tensor([[1]]), torch.tensor([0])
+
+
+def _recipe_path(max_cache_len: int, seed: int) -> Path:
+    """Where the cache notes which program this recipe produced. The recipe is everything the program depends on:
+    this module's source (config, wrapper), the seed and ``max_cache_len``, the versions of torch, transformers and
+    ExecuTorch, and the library code that records a program (its cache key's own ingredient)."""
+    from importlib.metadata import version
+
+    parts = [Path(__file__).read_bytes(), f"{max_cache_len}/{seed}".encode(),
+             *(version(d).encode() for d in ("torch", "transformers", "executorch")),
+             cache._recording_code_hash().encode()]
+    digest = hashlib.sha256(b"\0".join(parts)).hexdigest()[:32]
+    return cache.cache_dir() / f"recipe-{LESSON}-{digest}.json"
+
+
+_LOADED: dict[str, PteArtifact] = {}
+
+
+def lower_decode_step(max_cache_len: int = MAX_CACHE_LEN, seed: int = 0) -> PteArtifact:
+    """Export :class:`DecodeStep` (``strict=True``, as ``transformers``' own recipe does: see the lesson), lower it
+    for XNNPACK and load it, cached like every lesson's program.
+
+    A strict export takes 1–2 s, and the cache's key is computed from the exported program; so the first build
+    also notes, under a key made of the recipe's own ingredients (:func:`_recipe_path`), which program it
+    produced, and a later call with the same recipe loads that program without exporting again.
+    """
+    recipe = _recipe_path(max_cache_len, seed)
+    known = json.loads(recipe.read_text())["program"] if recipe.exists() else None
+    if known in _LOADED:
+        return _LOADED[known]
+    stored = cache.load_entry(known) if known else None
+    if stored is not None:
+        artifact = PteArtifact(*stored)
+        lowering._Progress("forward → .pte (xnnpack)").done("ready")
+    else:
+        step = DecodeStep(tiny_llama(seed), max_cache_len)
+        example = step_example()
+        with lowering._stage("export"), captured_output(), torch.no_grad():
+            exported = torch.export.export(step, example, strict=True)
+        artifact = lowering.lower_exported({"forward": (step, example, None)}, {"forward": exported})
+        cache._atomic_write(recipe, json.dumps({"program": artifact.key}).encode())  # a reader never sees half
+    _LOADED[artifact.key] = artifact
+    return artifact
+
+
+def greedy(step: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], prompt: Sequence[int],
+           new_tokens: int = NEW_TOKENS) -> list[int]:
+    """The app's loop: feed the prompt one token per call, then feed back the most likely next token
+    ``new_tokens`` times. ``step(input_ids, cache_position)`` returns logits. Returns the new tokens."""
+    logits = None
+    for position, token in enumerate(prompt):
+        logits = step(torch.tensor([[token]]), torch.tensor([position]))
+    assert logits is not None, "the prompt is empty"
+    generated: list[int] = []
+    while len(generated) < new_tokens:
+        generated.append(int(logits[0, -1].argmax()))
+        if len(generated) < new_tokens:
+            logits = step(torch.tensor([[generated[-1]]]), torch.tensor([len(prompt) + len(generated) - 1]))
+    return generated
+
+
+def eager_tokens(prompt: Sequence[int], new_tokens: int = NEW_TOKENS, seed: int = 0) -> list[int]:
+    """Greedy generation in eager PyTorch, by ``transformers``' own ``generate`` (no exportlab code)."""
+    model = tiny_llama(seed)
+    with torch.no_grad():
+        out = model.generate(torch.tensor([list(prompt)]), max_new_tokens=new_tokens, do_sample=False)
+    return [int(t) for t in out[0, len(prompt):]]
+
+
+def device_tokens(artifact: PteArtifact, prompt: Sequence[int], new_tokens: int = NEW_TOKENS) -> list[int]:
+    """The same loop on the ``.pte`` in the ExecuTorch runtime: one ``execute`` per token."""
+    return greedy(lambda ids, pos: artifact.run_raw(ids, pos)[0], prompt, new_tokens)
+
+
+def cache_buffers(max_cache_len: int = MAX_CACHE_LEN) -> list[dict[str, Any]]:
+    """The KV cache as the wrapped module holds it: one row per buffer (name, shape, dtype, bytes)."""
+    step = DecodeStep(tiny_llama(), max_cache_len)
+    return [{"buffer": name, "shape": tuple(b.shape), "dtype": str(b.dtype).removeprefix("torch."),
+             "bytes": b.numel() * b.element_size()}
+            for name, b in ((n.removeprefix("cached."), b) for n, b in step.named_buffers())
+            if name.startswith(("key_cache_", "value_cache_", "cumulative_length_"))]
+
+
+def kv_bytes(max_cache_len: int) -> int:
+    """Bytes of keys and values for ``max_cache_len`` slots: 2 × layers × kv heads × head size × slots × 4."""
+    head_dim = CONFIG["hidden_size"] // CONFIG["num_attention_heads"]
+    return 2 * CONFIG["num_hidden_layers"] * CONFIG["num_key_value_heads"] * head_dim * max_cache_len * 4
+
+
+def arena_by_cache_len(lengths: Sequence[int] = (16, 32, 64)) -> list[dict[str, Any]]:
+    """For each ``max_cache_len``: the planned arena, the KV cache's own bytes and the ``.pte``'s size."""
+    rows = []
+    for n in lengths:
+        art = lower_decode_step(n)
+        rows.append({"max_cache_len": n, "arena bytes": art.planned_memory_bytes(), "KV cache bytes": kv_bytes(n),
+                     ".pte bytes": art.nbytes})
+    return rows
+
+
+def largest_planned(artifact: PteArtifact, n: int = 8) -> list[dict[str, Any]]:
+    """The ``n`` largest tensors of the method's memory plan (what made each, its shape and bytes), largest first."""
+    rows = sorted(artifact.memory_plan(), key=lambda r: -r["bytes"])[:n]
+    return [{"made by": r["made by"], "shape": tuple(r["shape"]), "bytes": r["bytes"]} for r in rows]
+
+
+def time_per_token(artifact: PteArtifact, repeats: int = 50) -> dict[str, float]:
+    """Milliseconds per decode step, median of ``repeats``: eager ``DecodeStep`` vs the runtime's call alone."""
+    step = DecodeStep(tiny_llama())
+    call = artifact.bare_call()
+    ids, pos = torch.tensor([[7]]), torch.tensor([3])
+
+    def median(fn: Callable[[], Any]) -> float:
+        fn()
+        samples = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            fn()
+            samples.append(time.perf_counter() - start)
+        return sorted(samples)[len(samples) // 2] * 1000
+
+    with torch.no_grad():
+        eager_ms = median(lambda: step(ids, pos))
+    return {"eager ms/token": eager_ms, ".pte ms/token": median(lambda: call([ids, pos]))}
+
+
+# ----- predictions ----------------------------------------------------------------------------------
+def _tokens_match() -> Reveal:
+    art = lower_decode_step()
+    prompt = PROMPTS[0]
+    eager, device = eager_tokens(prompt), device_tokens(art, prompt)
+    same = sum(1 for a, b in zip(eager, device) if a == b)
+    first_diff = next((i for i, (a, b) in enumerate(zip(eager, device)) if a != b), None)
+    options = dict(zip(("all", "drift", "first"), TOKEN_OPTIONS))
+    if first_diff is None:
+        answer = options["all"]
+    elif first_diff > 0:
+        answer = options["drift"]
+    else:
+        answer = options["first"]
+    reasons = {
+        options["all"]: f"token {first_diff} differs: eager {eager}, .pte {device}",
+        options["drift"]: ("no token drifts: the cache each call reads is the one the calls before it wrote"
+                           if first_diff is None else f"the very first token differs: eager {eager[0]}, "
+                                                      f".pte {device[0]}"),
+        options["first"]: f"the first new token is {device[0]} in both",
+    }
+    return Reveal(answer, (
+        f"eager {eager}\n.pte  {device}\n{same} of {NEW_TOKENS} equal. Each execute() wrote its token's keys and "
+        "values into the cache buffers, and the next call read them: the buffers are the loaded method's memory "
+        "and persist between its calls."), why_not={o: r for o, r in reasons.items() if o != answer})
+
+
+def _slot_cost() -> Reveal:
+    small, large = arena_by_cache_len((32, 64))
+    growth = large["arena bytes"] - small["arena bytes"]
+    kv_growth = large["KV cache bytes"] - small["KV cache bytes"]
+    options = dict(zip(("nothing", "about", "several"), SLOT_OPTIONS))
+    if growth == 0:
+        answer = options["nothing"]
+    elif growth < 1.5 * kv_growth:
+        answer = options["about"]
+    else:
+        answer = options["several"]
+    reasons = {
+        options["nothing"]: f"the arena grew from {small['arena bytes']:,} to {large['arena bytes']:,} bytes",
+        options["about"]: f"it grew by {growth:,} bytes, {growth / kv_growth:.1f}× the cache's own {kv_growth:,}",
+        options["several"]: f"it grew by {growth:,} bytes, only {growth / kv_growth:.1f}× the cache's {kv_growth:,}",
+    }
+    return Reveal(answer, (
+        f"32 slots: {small['arena bytes']:,} bytes of arena; 64 slots: {large['arena bytes']:,} (+{growth:,}); the "
+        f"keys and values themselves: +{kv_growth:,}. The memory plan holds the cache, and also every tensor of a "
+        "step whose size follows the cache's."), why_not={o: r for o, r in reasons.items() if o != answer})
+
+
+SLOT_OPTIONS = ("nothing: the cache is not in the arena", "about the cache's own 16 KB",
+                "several times the cache's own 16 KB")
+TOKEN_OPTIONS = (f"all {NEW_TOKENS} the same", "the first the same, then they drift apart",
+                 "different from the first token")
+QUESTIONS = [
+    Question("13.slot_cost", LESSON,
+             f"Each cache slot holds keys and values for 2 layers × 2 heads × 16 floats: {kv_bytes(1)} bytes. The same "
+             "program built for 64 slots instead of 32 adds 32 slots, 16 KB of cache. By how much does the arena grow?",
+             SLOT_OPTIONS, _slot_cost),
+    Question("13.tokens_match", LESSON,
+             f"The app runs the .pte one token per execute() call: the prompt {list(PROMPTS[0])}, then {NEW_TOKENS} "
+             "new tokens, each the most likely next one. The KV cache is inside the program. Compared with eager "
+             "greedy generation, the new tokens are:",
+             TOKEN_OPTIONS, _tokens_match),
+]
+EXERCISES: list[Any] = []
+
+# ----- interview cards ----------------------------------------------------------------------------------
+CARDS = [
+    Card(
+        id="13.static_cache", lesson=LESSON, topic="language models on device", kind="conceptual",
+        question="Why does a language model exported for ExecuTorch use a static KV cache, and what does its size cost?",
+        answer=("The program's memory is planned before it runs: every tensor, the cache included, gets a fixed "
+                "place in the arena, so the cache must have a fixed shape, max_cache_len slots. Export turns the "
+                "cache into buffers the graph writes in place at cache_position; ExecuTorch plans them as mutable "
+                "buffers, kept between the calls of a loaded method, so the app passes only the new token and its "
+                "position. The cost is the arena: it grows linearly with max_cache_len, and by more than the keys "
+                "and values themselves, because each step also holds copies of the cache in other layouts, such as "
+                "the key/value heads repeated for grouped-query attention. So I size max_cache_len from the real "
+                "prompt and answer lengths, read the planned arena, and check the tokens against eager generation."),
+        points=("memory is planned ahead: the cache needs a fixed shape (max_cache_len)",
+                "the cache is mutable buffers written in place at cache_position, kept between calls",
+                "the arena grows linearly with max_cache_len, by more than the cache itself (copies per step)",
+                "verify token by token against eager greedy generation"),
+        follow_ups=(("What happens to a prompt plus answer longer than max_cache_len?",
+                     "There is no slot for it. On this program in ExecuTorch 1.5.1 the call at position "
+                     "max_cache_len fails: a portable kernel's bounds check refuses the index (Index 32 is out of "
+                     "bounds for input dimension 2 with size 32) and execute returns an error, no token. So the app "
+                     "stops or refuses on the host before that position, with its own message, and max_cache_len is "
+                     "sized for the longest prompt plus answer the product allows."),)),
+]

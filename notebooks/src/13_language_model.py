@@ -1,0 +1,197 @@
+# %% [markdown]
+# # 13 · A language model on the device: a static KV cache, one token per call
+#
+# **What you will learn**
+# - what a decoder-only language model's KV cache becomes in an exported program: buffers the program writes in
+#   place, kept in the memory plan on the device;
+# - why that cache has a fixed size on the device (`max_cache_len`), and what each of its slots costs in the arena;
+# - the app's decode loop on the ExecuTorch runtime, compared token for token with eager greedy generation.
+#
+# **Terms**: everything from the table in [lesson 00](00_start_here.ipynb), and:
+#
+# | term | meaning |
+# |---|---|
+# | **token** | an integer id from the model's vocabulary; the model reads ids and predicts the next one |
+# | **logits** | the model's scores for every token of the vocabulary as the next one, at each input position |
+# | **greedy decoding** | pick the highest-scoring token, feed it back, repeat |
+# | **KV cache** | each attention layer's keys and values for the tokens seen so far: a new token attends to them instead of recomputing the whole prefix |
+# | **static cache** | a KV cache allocated once for `max_cache_len` positions, written slot by slot: the shape a device program can plan |
+# | **`cache_position`** | the slot(s) the current call writes, i.e. the position(s) of its tokens in the sequence |
+# | **prefill / decode** | processing the prompt / generating one new token per call |
+
+# %%
+import pandas as pd
+import torch
+
+import helpers
+from helpers import course, interview, plots, questions
+from helpers.display import show_source
+
+lm = course.lesson(13)  # this lesson's model and tools: helpers/lessons/13_language_model.py
+
+_ = torch.manual_seed(0)
+
+# %% [markdown]
+# ## 1. A tiny Llama
+#
+# A real architecture from `transformers` (Llama: RMSNorm, rotary positions, grouped-query attention, SwiGLU), built
+# from its config with random, seeded weights: small enough to lower in seconds, the same structure as a real
+# checkpoint. Its config:
+
+# %%
+print(lm.CONFIG)
+show_source(lm.tiny_llama)
+
+# %% [markdown]
+# ## 2. The cache as the module's state
+#
+# `transformers.integrations.executorch.TorchExportableModuleWithStaticCache` wraps the model for export: it
+# allocates a static cache of `max_cache_len` slots and registers each layer's keys and values as *buffers* of the
+# module. The app's loop calls one step at a time: token ids, and the slot(s) they go to:
+
+# %%
+show_source(lm.DecodeStep)
+
+# %% [markdown]
+# The buffers, for `max_cache_len = 32` (a head's size is `hidden_size / num_attention_heads = 16`; the 2 key/value
+# heads are shared by the 4 query heads):
+
+# %%
+pd.DataFrame(lm.cache_buffers())
+
+# %% [markdown]
+# ## 3. On the runtime
+#
+# Exported with `strict=True`, as `transformers`' own recipe (`convert_and_export_with_cache`) does, lowered to
+# XNNPACK and loaded by the ExecuTorch runtime:
+
+# %%
+program = lm.lower_decode_step()
+program
+
+# %% [markdown]
+# One step, the first token of a prompt at slot 0, eager and `.pte` side by side (the logits of the first 6 tokens of
+# the vocabulary):
+
+# %%
+step = lm.DecodeStep(lm.tiny_llama())
+ids, position = torch.tensor([[5]]), torch.tensor([0])
+with torch.no_grad():
+    eager_logits = step(ids, position)
+(device_logits,) = program.run(ids, position)
+print("eager:", helpers.fmt(eager_logits[0, 0, :6]))
+print(".pte: ", helpers.fmt(device_logits[0, 0, :6]))
+
+# %% [markdown]
+# Where does the cache go? The graph export recorded writes the new keys and values into the cache buffers *in
+# place*, at `cache_position`:
+
+# %%
+writes = [line.split(";")[0].strip() for line in program.graph().splitlines()
+          if "= torch.ops.aten.index_copy_." in line]  # index_copy_(buffer, dim, positions, new values)
+print(*writes, sep="\n")
+
+# %% [markdown]
+# A buffer the graph writes is a *mutable buffer*: ExecuTorch plans it in the method's memory (the arena) with the
+# activations, and it stays there between two calls of the loaded method. So the cache's size is fixed when the
+# program is built. How much arena does each slot cost?
+
+# %%
+questions.ask("13.slot_cost")
+
+# %% [markdown]
+# The same model built for 16, 32 and 64 slots:
+
+# %%
+arena = pd.DataFrame(lm.arena_by_cache_len())
+arena["arena bytes per slot"] = arena["arena bytes"] / arena["max_cache_len"]
+arena
+
+# %%
+plots.series(list(arena["max_cache_len"]), {"arena": list(arena["arena bytes"]),
+                                            "KV cache itself": list(arena["KV cache bytes"])},
+             xlabel="max_cache_len (slots)", ylabel="bytes", title="What the memory plan reserves")
+
+# %%
+per_slot = (arena["arena bytes"].iloc[-1] - arena["arena bytes"].iloc[0]) / (
+    arena["max_cache_len"].iloc[-1] - arena["max_cache_len"].iloc[0])
+kv_per_slot = lm.kv_bytes(1)
+print(f"each slot adds {per_slot:,.0f} bytes to the arena; the cache's own keys and values are {kv_per_slot} of "
+      f"them ({kv_per_slot / per_slot:.0%})")
+
+# %% [markdown]
+# The rest grows with the cache too. The largest tensors of the plan, for 32 slots:
+
+# %%
+pd.DataFrame(lm.largest_planned(program))
+
+# %% [markdown]
+# Copies of the cache in other layouts, made on every step: `expand_copy` repeats the 2 key/value heads for the 4
+# query heads (grouped-query attention stores 2, attends with 4), and delegated subgraphs output tensors of the same
+# size. On a device, budget the arena for `max_cache_len`, not the cache alone.
+
+# %% [markdown]
+# ## 4. Decode on the device
+#
+# The app's loop: feed the prompt one token per call, then feed back the most likely next token, one `execute()`
+# per token. Before running it:
+
+# %%
+questions.ask("13.tokens_match")
+
+# %% [markdown]
+# The loop, in the lesson's module:
+
+# %%
+show_source(lm.greedy)
+
+# %% [markdown]
+# Eager tokens come from `transformers`' own `generate` (greedy, static cache); `.pte` tokens from the loop above on
+# the runtime, for three prompts:
+
+# %%
+rows = []
+for prompt in lm.PROMPTS:
+    eager, device = lm.eager_tokens(prompt), lm.device_tokens(program, prompt)
+    rows.append({"prompt": list(prompt), "eager": eager, ".pte": device, "equal": eager == device})
+    print(f"prompt {list(prompt)}\n  eager {eager}\n  .pte  {device}   {'equal' if eager == device else 'DIFFERENT'}")
+
+# %% [markdown]
+# Speed, one decode step at a time (the runtime's call alone, median of 50):
+
+# %% tags=["nbval-ignore-output"]
+speed = lm.time_per_token(program)
+eager_ms, pte_ms = speed["eager ms/token"], speed[".pte ms/token"]
+print(f"eager {eager_ms:.3f} ms/token ({1000 / eager_ms:,.0f} tokens/s), .pte {pte_ms:.3f} ms/token "
+      f"({1000 / pte_ms:,.0f} tokens/s): the runtime is {eager_ms / pte_ms:.0f}× faster per step\n"
+      f"(runtime thread pool: {helpers.runtime_threads()} threads; torch: {torch.get_num_threads()} threads)")
+
+# %% [markdown]
+# ## Takeaway
+#
+# A language model's KV cache becomes state *inside* the exported program: buffers it writes in place, planned in the
+# arena for `max_cache_len` slots, kept between the calls of a loaded method. The device's loop passes only the new
+# token and its position.
+
+# %% [markdown]
+# ## Interview question
+#
+# Answer it aloud first (about 30 seconds), then compare with the model answer.
+
+# %%
+interview.ask("13.static_cache")
+
+# %% [markdown] jp-MarkdownHeadingCollapsed=true
+# ## Checked for CI: the statements above, on this run
+
+# %% tags=["ci-check"] jupyter={"source_hidden": true}
+assert all(r["equal"] for r in rows), rows
+assert len(writes) == 2 * lm.CONFIG["num_hidden_layers"], writes
+growth = arena["arena bytes"].diff().dropna()
+kv_growth = arena["KV cache bytes"].diff().dropna()
+assert (growth >= kv_growth).all(), arena  # the cache is part of the plan: it grows at least by the cache's bytes
+largest = lm.largest_planned(program)
+assert "expand_copy" in {r["made by"] for r in largest} and "delegate" in {r["made by"] for r in largest}, largest
+assert all(lm.MAX_CACHE_LEN in r["shape"] for r in largest[:4]), largest  # the largest tensors span the cache
+assert any(r["shape"][1:3] == (2, 2) for r in largest if r["made by"] == "expand_copy"), largest  # 2 kv heads × 2
+print("checked")

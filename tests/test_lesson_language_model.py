@@ -1,0 +1,51 @@
+"""Lesson 13: the tiny Llama's decode loop on the ExecuTorch runtime gives eager's greedy tokens; its KV cache is
+planned memory of the program."""
+
+from __future__ import annotations
+
+from helpers import course
+
+LM = course.lesson(13)
+
+
+def test_the_runtime_decodes_the_same_tokens_as_eager_generate_for_every_prompt():
+    program = LM.lower_decode_step()
+    for prompt in LM.PROMPTS:
+        eager = LM.eager_tokens(prompt)
+        assert len(eager) == LM.NEW_TOKENS and len(set(eager)) > 1, eager  # a real, varied continuation
+        assert LM.device_tokens(program, prompt) == eager, prompt
+
+
+def test_the_comparison_can_fail_a_loop_that_passes_the_wrong_position():
+    """A loop that writes every token at slot 0 (a position that is not the token's) attends to one slot only: its
+    tokens differ from eager's, and the comparison says so."""
+    import torch
+
+    program = LM.lower_decode_step()
+    prompt = LM.PROMPTS[0]
+    stuck = LM.greedy(lambda ids, position: program.run_raw(ids, torch.zeros_like(position))[0], prompt)
+    assert stuck != LM.eager_tokens(prompt)
+
+
+def test_the_cache_is_part_of_the_memory_plan():
+    rows = LM.arena_by_cache_len()
+    for small, large in zip(rows, rows[1:]):
+        assert large["arena bytes"] - small["arena bytes"] >= large["KV cache bytes"] - small["KV cache bytes"] > 0
+    buffers = {r["buffer"]: r for r in LM.cache_buffers()}
+    assert sum(r["bytes"] for name, r in buffers.items() if "cumulative" not in name) == LM.kv_bytes(LM.MAX_CACHE_LEN)
+
+
+def test_a_position_past_the_cache_is_refused_by_the_runtime_as_the_card_says():
+    import pytest
+    import torch
+
+    from helpers import RuntimeRejectedError
+
+    program = LM.lower_decode_step()
+    program.run_raw(torch.tensor([[5]]), torch.tensor([LM.MAX_CACHE_LEN - 1]))  # the last slot is fine
+    with pytest.raises(RuntimeRejectedError, match=f"Index {LM.MAX_CACHE_LEN} is out of bounds for input dimension 2 "
+                                                   f"with size {LM.MAX_CACHE_LEN}"):
+        program.run_raw(torch.tensor([[5]]), torch.tensor([LM.MAX_CACHE_LEN]))
+    card = next(c for c in LM.CARDS if c.id == "13.static_cache")
+    assert f"Index {LM.MAX_CACHE_LEN} is out of bounds for input dimension 2 with size {LM.MAX_CACHE_LEN}" in \
+        card.follow_ups[0][1]
