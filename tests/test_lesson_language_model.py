@@ -49,3 +49,15 @@ def test_a_position_past_the_cache_is_refused_by_the_runtime_as_the_card_says():
     card = next(c for c in LM.CARDS if c.id == "13.static_cache")
     assert f"Index {LM.MAX_CACHE_LEN} is out of bounds for input dimension 2 with size {LM.MAX_CACHE_LEN}" in \
         card.follow_ups[0][1]
+
+
+def test_the_host_check_refuses_exactly_what_the_cache_cannot_hold():
+    import pytest
+
+    LM.check_fits(list(range(21)))  # 21 + 12 - 1 = 32 slots: the last one fits
+    LM.check_fits(list(range(25)), new_tokens=8)
+    for prompt, new in ((list(range(22)), 12), (list(range(25)), 9), ([], 1)):
+        with pytest.raises(ValueError):
+            LM.check_fits(prompt, new_tokens=new)
+    program = LM.lower_decode_step()
+    assert len(LM.device_tokens(program, list(range(1, 22)))) == LM.NEW_TOKENS  # what the check lets through runs

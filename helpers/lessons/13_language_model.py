@@ -69,18 +69,25 @@ class DecodeStep(nn.Module):
         return self.cached(input_ids=input_ids, cache_position=cache_position)
 
 
-def step_example() -> tuple[torch.Tensor, torch.Tensor]:
-    """A decode step's example: one token at position 0."""
-    return torch.tensor([[1]]), torch.tensor([0])
+class IntPositionStep(DecodeStep):
+    """The same step, with the position passed as a Python ``int``, as the app's loop counter is."""
+
+    def forward(self, input_ids: torch.Tensor, position: int) -> torch.Tensor:  # type: ignore[override]
+        return self.cached(input_ids=input_ids, cache_position=torch.tensor([position]))
 
 
-def _recipe_path(max_cache_len: int, seed: int) -> Path:
+def step_example(step_class: type[DecodeStep] = DecodeStep) -> tuple[torch.Tensor, Any]:
+    """A decode step's example: one token at position 0 (a tensor, or an ``int`` for :class:`IntPositionStep`)."""
+    return torch.tensor([[1]]), (0 if step_class is IntPositionStep else torch.tensor([0]))
+
+
+def _recipe_path(max_cache_len: int, seed: int, variant: str = "DecodeStep") -> Path:
     """Where the cache notes which program this recipe produced. The recipe is everything the program depends on:
     this module's source (config, wrapper), the seed and ``max_cache_len``, the versions of torch, transformers and
     ExecuTorch, and the library code that records a program (its cache key's own ingredient)."""
     from importlib.metadata import version
 
-    parts = [Path(__file__).read_bytes(), f"{max_cache_len}/{seed}".encode(),
+    parts = [Path(__file__).read_bytes(), f"{variant}/{max_cache_len}/{seed}".encode(),
              *(version(d).encode() for d in ("torch", "transformers", "executorch")),
              cache._recording_code_hash().encode()]
     digest = hashlib.sha256(b"\0".join(parts)).hexdigest()[:32]
@@ -90,7 +97,8 @@ def _recipe_path(max_cache_len: int, seed: int) -> Path:
 _LOADED: dict[str, PteArtifact] = {}
 
 
-def lower_decode_step(max_cache_len: int = MAX_CACHE_LEN, seed: int = 0) -> PteArtifact:
+def lower_decode_step(max_cache_len: int = MAX_CACHE_LEN, seed: int = 0,
+                      step_class: type[DecodeStep] = DecodeStep) -> PteArtifact:
     """Export :class:`DecodeStep` (``strict=True``, as ``transformers``' own recipe does: see the lesson), lower it
     for XNNPACK and load it, cached like every lesson's program.
 
@@ -98,7 +106,7 @@ def lower_decode_step(max_cache_len: int = MAX_CACHE_LEN, seed: int = 0) -> PteA
     also notes, under a key made of the recipe's own ingredients (:func:`_recipe_path`), which program it
     produced, and a later call with the same recipe loads that program without exporting again.
     """
-    recipe = _recipe_path(max_cache_len, seed)
+    recipe = _recipe_path(max_cache_len, seed, step_class.__name__)
     known = json.loads(recipe.read_text())["program"] if recipe.exists() else None
     if known in _LOADED:
         return _LOADED[known]
@@ -107,8 +115,8 @@ def lower_decode_step(max_cache_len: int = MAX_CACHE_LEN, seed: int = 0) -> PteA
         artifact = PteArtifact(*stored)
         lowering._Progress("forward → .pte (xnnpack)").done("ready")
     else:
-        step = DecodeStep(tiny_llama(seed), max_cache_len)
-        example = step_example()
+        step = step_class(tiny_llama(seed), max_cache_len)
+        example = step_example(step_class)
         with lowering._stage("export"), captured_output(), torch.no_grad():
             exported = torch.export.export(step, example, strict=True)
         artifact = lowering.lower_exported({"forward": (step, example, None)}, {"forward": exported})
@@ -144,6 +152,19 @@ def eager_tokens(prompt: Sequence[int], new_tokens: int = NEW_TOKENS, seed: int 
 def device_tokens(artifact: PteArtifact, prompt: Sequence[int], new_tokens: int = NEW_TOKENS) -> list[int]:
     """The same loop on the ``.pte`` in the ExecuTorch runtime: one ``execute`` per token."""
     return greedy(lambda ids, pos: artifact.run_raw(ids, pos)[0], prompt, new_tokens)
+
+
+def check_fits(prompt: Sequence[int], new_tokens: int = NEW_TOKENS, max_cache_len: int = MAX_CACHE_LEN) -> None:
+    """The host check an app runs before the loop: the prompt and the answer must fit the cache's slots.
+    Raises :class:`ValueError` saying by how much they do not."""
+    if len(prompt) == 0:
+        raise ValueError("the prompt is empty: the loop needs at least one token to start from")
+    needed = len(prompt) + new_tokens - 1  # the last new token is returned, never written to the cache
+    if needed > max_cache_len:
+        raise ValueError(f"the prompt ({len(prompt)} tokens) and {new_tokens} new tokens need {needed} cache slots; "
+                         f"the program has {max_cache_len}: shorten the prompt to "
+                         f"{max(0, max_cache_len - new_tokens + 1)} tokens or ask for at most "
+                         f"{max(0, max_cache_len - len(prompt) + 1)} new tokens")
 
 
 def cache_buffers(max_cache_len: int = MAX_CACHE_LEN) -> list[dict[str, Any]]:
@@ -246,6 +267,42 @@ def _slot_cost() -> Reveal:
         "step whose size follows the cache's."), why_not={o: r for o, r in reasons.items() if o != answer})
 
 
+def _int_position() -> Reveal:
+    from helpers.artifact import RuntimeRejectedError
+
+    program = lower_decode_step(step_class=IntPositionStep)
+    prompt = PROMPTS[0]
+    seen: list[int] = []
+
+    def step(ids: torch.Tensor, position: torch.Tensor) -> torch.Tensor:
+        seen.append(int(position))
+        return program.run_raw(ids, int(position))[0]
+
+    options = dict(zip(("same", "silent", "refused", "export"), INT_OPTIONS))
+    refusal: RuntimeRejectedError | None = None
+    try:
+        tokens = greedy(step, prompt)
+    except RuntimeRejectedError as exc:
+        refusal = exc
+        answer = options["refused"]
+    else:
+        answer = options["same"] if tokens == eager_tokens(prompt) else options["silent"]
+    evidence = (f"the call at position {seen[-1]} was refused: {refusal.reason.rstrip('.')}" if refusal is not None
+                else f"every call ran, positions 0 to {seen[-1]}")
+    reasons = {
+        options["same"]: f"not all calls ran: {evidence}",
+        options["silent"]: f"nothing was silent: {evidence}",
+        options["refused"]: evidence,
+        options["export"]: "the export and lowering succeeded: the program loaded and its first call ran",
+    }
+    return Reveal(answer, (
+        f"{evidence}. Export specialized the int: the program holds position 0 as a constant, and the ExecuTorch "
+        "runtime checks that a non-tensor input has the value it was exported with, so the first call (position "
+        "0) ran and the second was refused."), why_not={o: r for o, r in reasons.items() if o != answer})
+
+
+INT_OPTIONS = ("the same tokens as eager", "different tokens, silently", "the runtime refuses a call",
+               "the export fails")
 SLOT_OPTIONS = ("nothing: the cache is not in the arena", "about the cache's own 16 KB",
                 "several times the cache's own 16 KB")
 TOKEN_OPTIONS = (f"all {NEW_TOKENS} the same", "the first the same, then they drift apart",
@@ -255,6 +312,10 @@ QUESTIONS = [
              f"Each cache slot holds keys and values for 2 layers × 2 heads × 16 floats: {kv_bytes(1)} bytes. The same "
              "program built for 64 slots instead of 32 adds 32 slots, 16 KB of cache. By how much does the arena grow?",
              SLOT_OPTIONS, _slot_cost),
+    Question("13.int_position", LESSON,
+             "IntPositionStep takes the position as a Python int, as the app's loop counter is; exported with "
+             "position 0, lowered, and run by the same loop (prompt, then new tokens) on the runtime:",
+             INT_OPTIONS, _int_position),
     Question("13.tokens_match", LESSON,
              f"The app runs the .pte one token per execute() call: the prompt {list(PROMPTS[0])}, then {NEW_TOKENS} "
              "new tokens, each the most likely next one. The KV cache is inside the program. Compared with eager "

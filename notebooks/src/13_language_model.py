@@ -5,7 +5,9 @@
 # - what a decoder-only language model's KV cache becomes in an exported program: buffers the program writes in
 #   place, kept in the memory plan on the device;
 # - why that cache has a fixed size on the device (`max_cache_len`), and what each of its slots costs in the arena;
-# - the app's decode loop on the ExecuTorch runtime, compared token for token with eager greedy generation.
+# - the app's decode loop on the ExecuTorch runtime, compared token for token with eager greedy generation;
+# - three traps of this model kind, live: a position passed as an `int`, a prompt and answer longer than the cache,
+#   positions that do not match the tokens.
 #
 # **Terms**: everything from the table in [lesson 00](00_start_here.ipynb), and:
 #
@@ -167,11 +169,83 @@ print(f"eager {eager_ms:.3f} ms/token ({1000 / eager_ms:,.0f} tokens/s), .pte {p
       f"(runtime thread pool: {helpers.runtime_threads()} threads; torch: {torch.get_num_threads()} threads)")
 
 # %% [markdown]
+# ## 5. The traps of this model kind, live
+#
+# ### A position as a Python `int`
+#
+# The app's loop counter is an `int`. A step that takes the position as one:
+
+# %%
+show_source(lm.IntPositionStep)
+
+# %% [markdown]
+# Eager, the same loop gives `generate`'s tokens. Exported with position 0 and run by the loop on the runtime:
+
+# %%
+questions.ask("13.int_position")
+
+# %% [markdown]
+# Eager first, then the `.pte`:
+
+# %%
+int_step = lm.IntPositionStep(lm.tiny_llama())
+with torch.no_grad():
+    int_eager = lm.greedy(lambda ids, position: int_step(ids, int(position)), lm.PROMPTS[0])
+print("eager:", int_eager)
+int_program = lm.lower_decode_step(step_class=lm.IntPositionStep)
+int_error = helpers.show_error(lm.greedy, lambda ids, position: int_program.run_raw(ids, int(position))[0], lm.PROMPTS[0])
+
+# %% [markdown]
+# Export kept the example's value, 0, as a constant of the graph; the runtime compares the `int` it receives with
+# that value and refuses any other. The fix is the step above: the position as a tensor, which export keeps as an
+# input.
+#
+# ### A prompt and an answer longer than the cache
+#
+# A 25-token prompt and 12 new tokens. Eager `generate` sizes its cache for them; the program has 32 slots:
+
+# %%
+long_prompt = list(range(1, 26))
+print("eager:", lm.eager_tokens(long_prompt))
+long_error = helpers.show_error(lm.device_tokens, program, long_prompt)
+
+# %% [markdown]
+# The runtime refuses the call whose write falls outside the cache, in the middle of the answer. The app checks before
+# the loop, on the host, and says what to do:
+
+# %%
+show_source(lm.check_fits)
+
+# %%
+fits_error = helpers.show_error(lm.check_fits, long_prompt)
+
+# %% [markdown]
+# ### Positions that do not match the tokens
+#
+# An app that numbers the new tokens from 0 again (it counts answers, not the sequence) writes them over the
+# prompt's slots. What does the user get?
+
+# %%
+def counts_new_tokens_from_zero(ids, position, prompt=lm.PROMPTS[0]):
+    p = int(position)
+    return program.run_raw(ids, torch.tensor([p - len(prompt) if p >= len(prompt) else p]))[0]
+
+
+shifted = lm.greedy(counts_new_tokens_from_zero, lm.PROMPTS[0])
+print("eager:     ", rows[0]["eager"])
+print(".pte, bug: ", shifted)
+
+# %% [markdown]
+# No error, different tokens: the runtime cannot know which slot a token belongs to. Only a comparison with eager over
+# whole sequences catches it, as in section 4.
+
+# %% [markdown]
 # ## Takeaway
 #
 # A language model's KV cache becomes state *inside* the exported program: buffers it writes in place, planned in the
 # arena for `max_cache_len` slots, kept between the calls of a loaded method. The device's loop passes only the new
-# token and its position.
+# token and its position, as a tensor; the app checks on the host that prompt and answer fit the slots, and only a
+# comparison with eager over whole sequences catches positions that do not match the tokens.
 
 # %% [markdown]
 # ## Interview question
@@ -186,6 +260,13 @@ interview.ask("13.static_cache")
 
 # %% tags=["ci-check"] jupyter={"source_hidden": true}
 assert all(r["equal"] for r in rows), rows
+assert questions.get("13.int_position").actual()[0] == "the runtime refuses a call"
+assert int_eager == rows[0]["eager"], int_eager  # eager, the int step gives generate's tokens
+assert "should have the same value as the input_evalue, but got 0 and 1" in str(int_error), int_error
+assert f"Index {lm.MAX_CACHE_LEN} is out of bounds" in str(long_error), long_error
+assert len(long_prompt) < lm.MAX_CACHE_LEN < len(long_prompt) + lm.NEW_TOKENS - 1  # the refusal comes mid-answer
+assert isinstance(fits_error, ValueError) and lm.check_fits(long_prompt[:21]) is None
+assert shifted[0] == rows[0]["eager"][0] and shifted != rows[0]["eager"], shifted  # same first token, then silent
 assert len(writes) == 2 * lm.CONFIG["num_hidden_layers"], writes
 growth = arena["arena bytes"].diff().dropna()
 kv_growth = arena["KV cache bytes"].diff().dropna()
