@@ -175,7 +175,8 @@ def use_lesson_like_a_learner(lab_server, browser, name: str) -> None:
             option.click()
             # The kernel acknowledges the prediction before Reveal may judge it (the browser can hold a
             # toggle's new value back while it sends a button click at once).
-            reveal.locator(f"[data-prediction='{picked}']").wait_for(timeout=30_000)
+            # a CSS string in double quotes (an option may hold an apostrophe: "the cache's own 16 KB")
+            reveal.locator(f"[data-prediction={json.dumps(picked, ensure_ascii=False)}]").wait_for(timeout=30_000)
             took = lesson.interact(reveal, lambda b=box: b.locator("button", has_text="Reveal").click())
             (latencies if which in answers else first_reveals).append(took)
             actual = verdict_of(reveal)
