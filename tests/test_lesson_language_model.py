@@ -61,3 +61,17 @@ def test_the_host_check_refuses_exactly_what_the_cache_cannot_hold():
             LM.check_fits(prompt, new_tokens=new)
     program = LM.lower_decode_step()
     assert len(LM.device_tokens(program, list(range(1, 22)))) == LM.NEW_TOKENS  # what the check lets through runs
+
+
+def test_the_held_back_cards_say_what_the_runs_say():
+    cards = {c.id: c for c in LM.CARDS}
+    rows = LM.arena_by_cache_len((16, 64))
+    per_slot = (rows[1]["arena bytes"] - rows[0]["arena bytes"]) // (64 - 16)
+    assert f"{per_slot:,} bytes of arena per slot for {LM.kv_bytes(1)} bytes of cache" in \
+        cards["13.arena_per_slot"].answer
+    # the int program refuses position 1 (tested in the lesson); fed 0 on every call it runs, silently wrong
+    program = LM.lower_decode_step(step_class=LM.IntPositionStep)
+    prompt = LM.PROMPTS[0]
+    always_zero = LM.greedy(lambda ids, position: program.run_raw(ids, 0)[0], prompt)
+    assert always_zero != LM.eager_tokens(prompt)
+    assert "write every token into slot 0" in cards["13.second_token_refused"].follow_ups[1][1]

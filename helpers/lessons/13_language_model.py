@@ -347,4 +347,54 @@ CARDS = [
                      "bounds for input dimension 2 with size 32) and execute returns an error, no token. So the app "
                      "stops or refuses on the host before that position, with its own message, and max_cache_len is "
                      "sized for the longest prompt plus answer the product allows."),)),
+    Card(
+        id="13.second_token_refused", lesson=LESSON, topic="language models on device", kind="diagnosis",
+        held_back=True,
+        question=("An on-device language model answers the first token, then every second call fails with "
+                  "'The 1-th input of method should have the same value as the input_evalue, but got 0 and 1'. "
+                  "What happened, and what is the fix?"),
+        answer=("The decode step took its position as a Python int, the loop counter. Export specializes a Python "
+                "int: the program holds the example's value, 0, as a constant, and the ExecuTorch runtime checks "
+                "that a non-tensor input has the value it was exported with, so position 0 runs and position 1 is "
+                "refused. Eager never complained because Python ran the int each time. The fix is to pass the "
+                "position as a tensor, cache_position, which export keeps as an input; then I re-export and compare "
+                "the runtime's tokens with eager greedy generation over whole sequences, several prompts."),
+        points=("a Python int input is specialized by export: a constant in the program",
+                "the runtime checks a non-tensor input against the exported value and refuses another",
+                "fix: the position as a tensor input (cache_position), re-exported",
+                "verify token by token against eager over whole sequences"),
+        follow_ups=(
+            ("Why did eager PyTorch give the right tokens with the same code?",
+             "Eager runs forward's Python on every call, so the int is read anew each time and the cache slot "
+             "follows it. Export runs forward once with the example and records only what happened, so the value "
+             "the example had is all the program knows."),
+            ("What if the app had passed the same int, 0, on every call instead?",
+             "Then the runtime would accept every call and write every token into slot 0, attending to that slot "
+             "only: no error, wrong tokens. Only a comparison with eager over whole sequences would show it, which "
+             "is why the parity test feeds real prompts and answers, not one step."))),
+    Card(
+        id="13.arena_per_slot", lesson=LESSON, topic="language models on device", kind="constraints",
+        held_back=True,
+        question=("Your phone gives the language model a fixed memory budget. How do you choose max_cache_len, and "
+                  "what does one more slot cost?"),
+        answer=("A slot holds keys and values for every layer: 2 × layers × key/value heads × head size × bytes per "
+                "element. But the arena grows by more than that per slot, because each step also plans tensors whose "
+                "size follows the cache, such as the key/value heads repeated for grouped-query attention and the "
+                "transposed keys; on a tiny Llama it was 1,828 bytes of arena per slot for 512 bytes of cache. So I "
+                "build the program for two cache sizes, read the planned arena of each, fit the line, and choose the "
+                "largest max_cache_len under the budget that covers the prompt plus answer lengths the product "
+                "allows; the app refuses longer requests on the host."),
+        points=("a slot's own bytes: 2 × layers × kv heads × head size × element size",
+                "the arena grows by several times that: per-step copies whose size follows the cache",
+                "measure the planned arena for two sizes and fit, do not compute from the cache alone",
+                "cover the product's prompt + answer lengths; refuse longer ones on the host"),
+        follow_ups=(
+            ("Why is the growth linear in max_cache_len and not fixed?",
+             "Every tensor of a step that spans the cache's positions, the cache itself, its repeated heads, the "
+             "attention scores over all slots, is planned at its full static size, so each of them grows with the "
+             "number of slots, and the planner can reuse memory between them only where their lifetimes allow."),
+            ("What if the prompts are long but answers short, or the other way round?",
+             "The cache must hold prompt plus answer, so what matters is the longest sum the product allows. With "
+             "long prompts a separate prefill method or prompt buckets change the cost of the prompt, not the "
+             "cache's size; I measure the arena of each method as well as the cache's."))),
 ]
