@@ -347,14 +347,15 @@ def _op_name(node: torch.fx.Node) -> str:
     return name.replace("aten.", "", 1) if name.startswith("aten.") else name
 
 
-def export_methods(methods: Mapping[str, Any]) -> tuple[dict[str, tuple[torch.nn.Module, tuple[Any, ...], Any]],
-                                                         dict[str, torch.export.ExportedProgram]]:
-    """Normalise ``methods`` and ``torch.export`` each one (errors tagged with stage ``"export"``)."""
+def export_methods(methods: Mapping[str, Any], *, strict: bool = False) -> tuple[
+        dict[str, tuple[torch.nn.Module, tuple[Any, ...], Any]], dict[str, torch.export.ExportedProgram]]:
+    """Normalise ``methods`` and ``torch.export`` each one (errors tagged with stage ``"export"``); ``strict=True``
+    traces with Dynamo (``torch.export.export(..., strict=True)``)."""
     normalised = _normalise(methods)
     exported = {}
     for name, (model, args, dynamic) in normalised.items():
         with _stage("export"), captured_output():
-            exported[name] = torch.export.export(model, args, dynamic_shapes=dynamic)
+            exported[name] = torch.export.export(model, args, dynamic_shapes=dynamic, strict=strict)
     return normalised, exported
 
 
@@ -483,7 +484,7 @@ def lower_exported(methods: dict[str, tuple[torch.nn.Module, tuple[Any, ...], An
     return artifact
 
 
-def lower_methods(methods: Mapping[str, Any], *, backend: str = "xnnpack") -> PteArtifact:
+def lower_methods(methods: Mapping[str, Any], *, backend: str = "xnnpack", strict: bool = False) -> PteArtifact:
     """Export several methods into ONE ``.pte`` (bucketing, hoisting a decision into the app).
 
     ``methods`` maps a method name to ``(model, example_args)`` or
@@ -492,19 +493,20 @@ def lower_methods(methods: Mapping[str, Any], *, backend: str = "xnnpack") -> Pt
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     with torch.random.fork_rng(devices=[]):  # tracing may draw random numbers: leave the caller's RNG alone
-        normalised, exported = export_methods(methods)
+        normalised, exported = export_methods(methods, strict=strict)
     return lower_exported(normalised, exported, backend=backend)
 
 
 def lower(model: torch.nn.Module, example_args: Any, *, dynamic_shapes: Any = None,
-          backend: str = "xnnpack") -> PteArtifact:
+          backend: str = "xnnpack", strict: bool = False) -> PteArtifact:
     """Export ``model`` with ``example_args``, lower it for ``backend`` and load the ``.pte``.
 
     ``backend="xnnpack"`` delegates what XNNPACK supports; ``"portable"`` uses only the
     runtime's portable kernels. Export errors propagate unchanged (read them! or use
     :func:`helpers.diagnose_export`). Cached: lowering an identical exported program again is fast.
+    ``strict=True`` exports with Dynamo, as some wrappers need (``transformers``' static-cache wrapper: lesson 13).
     """
-    return lower_methods({"forward": (model, example_args, dynamic_shapes)}, backend=backend)
+    return lower_methods({"forward": (model, example_args, dynamic_shapes)}, backend=backend, strict=strict)
 
 
 def forget_in_memory() -> None:

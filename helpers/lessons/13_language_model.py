@@ -20,7 +20,6 @@ import torch
 from torch import nn
 
 from helpers import cache, lowering
-from helpers._quiet import captured_output
 from helpers.artifact import PteArtifact
 from helpers.interview import Card
 from helpers.questions import Question, Reveal
@@ -115,11 +114,9 @@ def lower_decode_step(max_cache_len: int = MAX_CACHE_LEN, seed: int = 0,
         artifact = PteArtifact(*stored)
         lowering._Progress("forward → .pte (xnnpack)").done("ready")
     else:
-        step = step_class(tiny_llama(seed), max_cache_len)
-        example = step_example(step_class)
-        with lowering._stage("export"), captured_output(), torch.no_grad():
-            exported = torch.export.export(step, example, strict=True)
-        artifact = lowering.lower_exported({"forward": (step, example, None)}, {"forward": exported})
+        with torch.no_grad():
+            artifact = lowering.lower(step_class(tiny_llama(seed), max_cache_len), step_example(step_class),
+                                      strict=True)
         cache._atomic_write(recipe, json.dumps({"program": artifact.key}).encode())  # a reader never sees half
     _LOADED[artifact.key] = artifact
     return artifact
