@@ -359,26 +359,33 @@ def export_methods(methods: Mapping[str, Any], *, strict: bool = False) -> tuple
     return normalised, exported
 
 
-def _described(methods: dict[str, tuple[torch.nn.Module, tuple[Any, ...], Any]]) -> dict[str, Any]:
+def _described(methods: dict[str, tuple[torch.nn.Module, tuple[Any, ...], Any]],
+               share_mutable_buffers: bool = False) -> dict[str, Any]:
     """What the library records beside the program and takes from the Python side (part of the key)."""
-    return {"order": list(methods),
-            "methods": {name: {"dynamic": cache.dynamic_shapes_repr(dynamic),
-                               "parameters": forward_parameter_names(model)}
-                        for name, (model, _args, dynamic) in methods.items()}}
+    described: dict[str, Any] = {
+        "order": list(methods),
+        "methods": {name: {"dynamic": cache.dynamic_shapes_repr(dynamic), "parameters": forward_parameter_names(model)}
+                    for name, (model, _args, dynamic) in methods.items()}}
+    if share_mutable_buffers:  # only when set: every other program keeps its key
+        described["share_mutable_buffers"] = True
+    return described
 
 
 def _build(methods: dict[str, tuple[torch.nn.Module, tuple[Any, ...], Any]],
            exported: dict[str, torch.export.ExportedProgram], backend: str,
-           key: str, progress: _Progress) -> tuple[bytes, ProgramRecord]:
+           key: str, progress: _Progress, share_mutable_buffers: bool = False) -> tuple[bytes, ProgramRecord]:
     import_executorch_quietly()
-    from executorch.exir import to_edge_transform_and_lower
+    from executorch.exir import ExecutorchBackendConfig, to_edge_transform_and_lower
+    from executorch.exir.passes import MemoryPlanningPass
 
     progress.step(f"lowering to {backend}")
     partitioner = [_xnnpack_partitioner()] if backend == "xnnpack" else []
     with _stage("lower"), captured_output(), _partitioner_reasons() as reasons:
         edge = to_edge_transform_and_lower(dict(exported), partitioner=partitioner)
         progress.step("to_executorch (memory planning)")
-        program = edge.to_executorch()
+        program = (edge.to_executorch(ExecutorchBackendConfig(
+            memory_planning_pass=MemoryPlanningPass(share_mutable_buffers=True)))
+            if share_mutable_buffers else edge.to_executorch())
         pte = bytes(program.buffer)
     plans = {plan.name: list(plan.non_const_buffer_sizes) for plan in program.executorch_program.execution_plan}
     read_back = serialized.read_methods(pte)  # instructions and memory plan, read while the compiler is loaded
@@ -447,11 +454,12 @@ def _declined_for(method: str, reasons: list[tuple[str, str, str]], edge_ep: Any
 
 
 def lower_exported(methods: dict[str, tuple[torch.nn.Module, tuple[Any, ...], Any]],
-                   exported: dict[str, torch.export.ExportedProgram], *, backend: str = "xnnpack") -> PteArtifact:
+                   exported: dict[str, torch.export.ExportedProgram], *, backend: str = "xnnpack",
+                   share_mutable_buffers: bool = False) -> PteArtifact:
     """Lower already-exported methods (from :func:`export_methods`), or load them from the cache."""
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
-    key = cache.program_key(exported, _described(methods), backend)
+    key = cache.program_key(exported, _described(methods, share_mutable_buffers), backend)
     label = f"{'+'.join(methods)} → .pte ({backend})"
     progress = _Progress(label)
     memory_key = f"{cache.cache_dir()}/{key}"
@@ -470,7 +478,7 @@ def lower_exported(methods: dict[str, tuple[torch.nn.Module, tuple[Any, ...], An
                     # Lowering may draw random numbers; a cold build must leave the caller's RNG exactly
                     # as a cache hit does, or printed values would depend on the cache state.
                     with torch.random.fork_rng(devices=[]):
-                        pte, meta = _build(methods, exported, backend, key, progress)
+                        pte, meta = _build(methods, exported, backend, key, progress, share_mutable_buffers)
                 except BaseException as exc:
                     progress.fail(exc)
                     _record_failure(key, exc)
@@ -484,17 +492,26 @@ def lower_exported(methods: dict[str, tuple[torch.nn.Module, tuple[Any, ...], An
     return artifact
 
 
-def lower_methods(methods: Mapping[str, Any], *, backend: str = "xnnpack", strict: bool = False) -> PteArtifact:
+def lower_methods(methods: Mapping[str, Any], *, backend: str = "xnnpack", strict: bool = False,
+                  share_mutable_buffers: bool = False) -> PteArtifact:
     """Export several methods into ONE ``.pte`` (bucketing, hoisting a decision into the app).
 
     ``methods`` maps a method name to ``(model, example_args)`` or
     ``(model, example_args, dynamic_shapes)``. Lowered programs are cached (see the module docstring).
+
+    A buffer the graph writes (a *mutable buffer*, e.g. a KV cache) is planned in each method's own memory plan:
+    two methods of one program hold two copies and neither sees the other's writes. ``share_mutable_buffers=True``
+    is ExecuTorch's ``MemoryPlanningPass(share_mutable_buffers=True)``: buffers of the same name get one place,
+    in an arena of their own (``mem_id`` 2) that every method's plan lists, so what one method writes the next
+    reads, when the runtime gives the methods one set of arenas: ExecuTorch's Python runtime does for methods on
+    the host; a C++ app's ``Module`` needs ``share_memory_arenas = true`` (default false, module.h). Lesson 13:
+    a prefill method and a decode method sharing one KV cache.
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     with torch.random.fork_rng(devices=[]):  # tracing may draw random numbers: leave the caller's RNG alone
         normalised, exported = export_methods(methods, strict=strict)
-    return lower_exported(normalised, exported, backend=backend)
+    return lower_exported(normalised, exported, backend=backend, share_mutable_buffers=share_mutable_buffers)
 
 
 def lower(model: torch.nn.Module, example_args: Any, *, dynamic_shapes: Any = None,

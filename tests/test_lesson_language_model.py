@@ -3,6 +3,8 @@ planned memory of the program."""
 
 from __future__ import annotations
 
+import pytest
+
 from helpers import course
 
 LM = course.lesson(13)
@@ -75,3 +77,40 @@ def test_the_held_back_cards_say_what_the_runs_say():
     always_zero = LM.greedy(lambda ids, position: program.run_raw(ids, 0)[0], prompt)
     assert always_zero != LM.eager_tokens(prompt)
     assert "write every token into slot 0" in cards["13.second_token_refused"].follow_ups[1][1]
+
+
+def test_prefill_methods_with_one_shared_cache_decode_the_same_tokens_as_eager_at_every_bucket_edge():
+    """The Dim prefill and the buckets, at each bucket's exact size, one past it, and the longest prompt whose answer
+    still fits the cache: the same tokens as eager ``generate``."""
+    dim, buckets = LM.lower_prefill_decode("dim"), LM.lower_prefill_decode("buckets")
+    longest = LM.MAX_CACHE_LEN - LM.NEW_TOKENS + 1
+    for n in (1, 8, 9, 16):
+        prompt = [(7 * i + 3) % 256 for i in range(n)]
+        eager = LM.eager_tokens(prompt)
+        assert LM.prefill_then_decode(dim, prompt) == eager, n
+        assert LM.prefill_then_decode(buckets, prompt) == eager, n
+    prompt = [(11 * i + 5) % 256 for i in range(longest)]
+    LM.check_fits(prompt)
+    assert LM.prefill_then_decode(dim, prompt) == LM.eager_tokens(prompt)
+    with pytest.raises(ValueError, match="fits no bucket"):
+        LM.prefill_then_decode(buckets, prompt)  # 21 tokens: longer than the largest bucket, refused on the host
+
+
+def test_without_shared_mutable_buffers_decode_attends_to_a_cache_prefill_never_wrote():
+    separate = LM.lower_prefill_decode("dim", share_mutable_buffers=False)
+    for prompt in LM.PROMPTS:
+        eager, device = LM.eager_tokens(prompt), LM.prefill_then_decode(separate, prompt)
+        assert device[0] == eager[0] and device != eager, prompt  # prefill's own token, then decode's own cache
+    places = {r["method"]: r for r in LM.cache_in_plan(separate)}
+    assert places["prefill"]["arena"] == places["decode"]["arena"] == [1]
+    assert places["prefill"]["buffers"] == places["decode"]["buffers"] == 2 * LM.CONFIG["num_hidden_layers"]
+
+
+def test_the_dim_prefill_is_planned_for_its_largest_prompt():
+    """Its arena is the same whatever prompt it is given, and larger than the 16-token bucket's; the delegation
+    reasons it adds name the symbolic length."""
+    dim, buckets = LM.lower_prefill_decode("dim"), LM.lower_prefill_decode("buckets")
+    assert dim.planned_memory_bytes("prefill") > buckets.planned_memory_bytes("prefill_16") > \
+        buckets.planned_memory_bytes("prefill_8")
+    assert dim.runtime_input_shapes("prefill") == [(1, LM.MAX_CACHE_LEN), (LM.MAX_CACHE_LEN,)]
+    assert dim.delegation("prefill").coverage < buckets.delegation("prefill_16").coverage

@@ -349,3 +349,47 @@ def test_progress_lines_restores_the_setting_even_on_error():
     except KeyError:
         pass
     assert lowering.progress_enabled() == before
+
+
+
+class _Add(torch.nn.Module):
+    """State in a buffer the graph writes: adds its input to ``total`` and returns it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("total", torch.zeros(4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.total.add_(x)
+        return self.total.clone()
+
+
+class _Read(_Add):
+    """The same buffer name; writes it too (so it is a mutable buffer of this method as well), adding nothing."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.total.add_(x * 0)
+        return self.total.clone()
+
+
+def test_share_mutable_buffers_gives_methods_one_copy_of_the_state_and_only_when_asked():
+    """Two methods that write a buffer of the same name: built with the defaults each holds its own copy (what
+    ``add`` wrote, ``read`` does not see); with ``share_mutable_buffers=True`` both use one place, in arena 2.
+    Portable kernels: XNNPACK refuses a graph this small (an output that is also an input); lesson 13's test
+    covers a delegated program with a shared KV cache."""
+    ones, backend = torch.ones(4), "portable"
+
+    def methods():
+        return {"add": (_Add(), (ones,)), "read": (_Read(), (ones,))}
+
+    apart = helpers.lower_methods(methods(), backend=backend)
+    shared = helpers.lower_methods(methods(), backend=backend, share_mutable_buffers=True)
+    assert apart.key != shared.key  # the option is part of the program's identity
+    assert helpers.lower_methods(methods(), backend=backend).key == apart.key  # and absent unless asked
+    apart.run_raw(ones * 3, method="add")
+    assert torch.equal(apart.run_raw(ones, method="read")[0], torch.zeros(4))  # its own copy, never written
+    shared.run_raw(ones * 3, method="add")
+    assert torch.equal(shared.run_raw(ones, method="read")[0], torch.full((4,), 3.0))
+    for method in ("add", "read"):
+        state = [r for r in shared.memory_plan(method) if r["shape"] == (4,) and r["made by"] == "copy_"]
+        assert [(r["arena"], r["offset"]) for r in state] == [(2, 0)], shared.memory_plan(method)

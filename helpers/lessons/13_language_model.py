@@ -9,6 +9,7 @@ writes in place, so that it is state of the program between two calls of the run
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import time
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
+from torch.export import Dim
 
 from helpers import cache, lowering
 from helpers.artifact import PteArtifact
@@ -35,6 +37,7 @@ CONFIG: dict[str, Any] = {
     "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 128,
 }
 MAX_CACHE_LEN = 32  # the cache's slots: prompt + generated tokens must fit
+BUCKETS = (8, 16)  # prompt lengths with a prefill method of their own (section 6)
 PROMPTS = ((5, 17, 42), (200, 3), (31, 64, 127, 8, 250))  # token ids (no tokenizer: the weights are random)
 NEW_TOKENS = 12
 
@@ -80,13 +83,14 @@ def step_example(step_class: type[DecodeStep] = DecodeStep) -> tuple[torch.Tenso
     return torch.tensor([[1]]), (0 if step_class is IntPositionStep else torch.tensor([0]))
 
 
-def _recipe_path(max_cache_len: int, seed: int, variant: str = "DecodeStep") -> Path:
+def _recipe_path(variant: str) -> Path:
     """Where the cache notes which program this recipe produced. The recipe is everything the program depends on:
-    this module's source (config, wrapper), the seed and ``max_cache_len``, the versions of torch, transformers and
-    ExecuTorch, and the library code that records a program (its cache key's own ingredient)."""
+    this module's source (config, wrapper), the variant (step class, methods, ``max_cache_len``, seed), the
+    versions of torch, transformers and ExecuTorch, and the library code that records a program (its cache key's
+    own ingredient)."""
     from importlib.metadata import version
 
-    parts = [Path(__file__).read_bytes(), f"{variant}/{max_cache_len}/{seed}".encode(),
+    parts = [Path(__file__).read_bytes(), variant.encode(),
              *(version(d).encode() for d in ("torch", "transformers", "executorch")),
              cache._recording_code_hash().encode()]
     digest = hashlib.sha256(b"\0".join(parts)).hexdigest()[:32]
@@ -96,30 +100,66 @@ def _recipe_path(max_cache_len: int, seed: int, variant: str = "DecodeStep") -> 
 _LOADED: dict[str, PteArtifact] = {}
 
 
-def lower_decode_step(max_cache_len: int = MAX_CACHE_LEN, seed: int = 0,
-                      step_class: type[DecodeStep] = DecodeStep) -> PteArtifact:
-    """Export :class:`DecodeStep` (``strict=True``, as ``transformers``' own recipe does: see the lesson), lower it
-    for XNNPACK and load it, cached like every lesson's program.
-
-    A strict export takes 1–2 s, and the cache's key is computed from the exported program; so the first build
-    also notes, under a key made of the recipe's own ingredients (:func:`_recipe_path`), which program it
-    produced, and a later call with the same recipe loads that program without exporting again.
-    """
-    recipe = _recipe_path(max_cache_len, seed, step_class.__name__)
+def _lowered(variant: str, label: str, build: Callable[[], PteArtifact]) -> PteArtifact:
+    """``build()`` once per recipe. A strict export takes 1–2 s per method, and the cache's key is computed from
+    the exported program; so the first build also notes, under a key made of the recipe's own ingredients
+    (:func:`_recipe_path`), which program it produced, and a later call with the same recipe loads that program
+    without exporting again."""
+    recipe = _recipe_path(variant)
     known = json.loads(recipe.read_text())["program"] if recipe.exists() else None
     if known in _LOADED:
         return _LOADED[known]
     stored = cache.load_entry(known) if known else None
     if stored is not None:
         artifact = PteArtifact(*stored)
-        lowering._Progress("forward → .pte (xnnpack)").done("ready")
+        lowering._Progress(f"{label} → .pte (xnnpack)").done("ready")
     else:
         with torch.no_grad():
-            artifact = lowering.lower(step_class(tiny_llama(seed), max_cache_len), step_example(step_class),
-                                      strict=True)
+            artifact = build()
         cache._atomic_write(recipe, json.dumps({"program": artifact.key}).encode())  # a reader never sees half
     _LOADED[artifact.key] = artifact
     return artifact
+
+
+def lower_decode_step(max_cache_len: int = MAX_CACHE_LEN, seed: int = 0,
+                      step_class: type[DecodeStep] = DecodeStep) -> PteArtifact:
+    """Export :class:`DecodeStep` (``strict=True``, as ``transformers``' own recipe does: see the lesson), lower it
+    for XNNPACK and load it, cached like every lesson's program (and by recipe: :func:`_lowered`)."""
+    return _lowered(f"{step_class.__name__}/{max_cache_len}/{seed}", "forward", lambda: lowering.lower(
+        step_class(tiny_llama(seed), max_cache_len), step_example(step_class), strict=True))
+
+
+def prompt_example(n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """A prompt of ``n`` tokens written at slots 0 … n-1: ``input_ids`` (1, n) and ``cache_position`` (n,)."""
+    return torch.arange(1, n + 1)[None], torch.arange(n)
+
+
+def prefill_methods(step: DecodeStep, kind: str, max_cache_len: int = MAX_CACHE_LEN,
+                    buckets: Sequence[int] = BUCKETS) -> dict[str, Any]:
+    """The methods of a prefill + decode program, all of one module (so their buffers have the same names), for
+    :func:`helpers.lower_methods`. ``kind="dim"``: ``prefill`` takes 1 … ``max_cache_len`` tokens (one bounded
+    ``Dim`` for both inputs); ``kind="buckets"``: ``prefill_<n>`` takes exactly n tokens, one method per bucket.
+    Both have ``decode``: one token."""
+    methods: dict[str, Any] = {}
+    if kind == "dim":
+        seq = Dim("seq", min=1, max=max_cache_len)
+        methods["prefill"] = (step, prompt_example(4), {"input_ids": {1: seq}, "cache_position": {0: seq}})
+    elif kind == "buckets":
+        methods.update({f"prefill_{n}": (step, prompt_example(n)) for n in buckets})
+    else:
+        raise ValueError(f"kind must be 'dim' or 'buckets', got {kind!r}")
+    methods["decode"] = (step, step_example())
+    return methods
+
+
+def lower_prefill_decode(kind: str = "dim", share_mutable_buffers: bool = True, seed: int = 0) -> PteArtifact:
+    """One ``.pte`` with a prefill method (or one per bucket) and ``decode``, strict export, XNNPACK, cached.
+    ``share_mutable_buffers`` is ExecuTorch's memory-planning option (see :func:`helpers.lower_methods`)."""
+    variant = f"prefill/{kind}/{BUCKETS}/{share_mutable_buffers}/{MAX_CACHE_LEN}/{seed}"
+    label = "prefill+decode" if kind == "dim" else "+".join([*(f"prefill_{n}" for n in BUCKETS), "decode"])
+    return _lowered(variant, label, lambda: lowering.lower_methods(
+        prefill_methods(DecodeStep(tiny_llama(seed)), kind), strict=True,
+        share_mutable_buffers=share_mutable_buffers))
 
 
 def greedy(step: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], prompt: Sequence[int],
@@ -130,20 +170,60 @@ def greedy(step: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], prompt: S
     for position, token in enumerate(prompt):
         logits = step(torch.tensor([[token]]), torch.tensor([position]))
     assert logits is not None, "the prompt is empty"
-    generated: list[int] = []
+    return decode_after(step, int(logits[0, -1].argmax()), len(prompt), new_tokens)
+
+
+def decode_after(step: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], first: int, prompt_len: int,
+                 new_tokens: int = NEW_TOKENS) -> list[int]:
+    """The decode half of the loop: ``first`` is the token the prompt's last logits chose; each call feeds the
+    last token back at the next position. Returns the ``new_tokens`` new tokens."""
+    generated = [first]
     while len(generated) < new_tokens:
+        logits = step(torch.tensor([[generated[-1]]]), torch.tensor([prompt_len + len(generated) - 1]))
         generated.append(int(logits[0, -1].argmax()))
-        if len(generated) < new_tokens:
-            logits = step(torch.tensor([[generated[-1]]]), torch.tensor([len(prompt) + len(generated) - 1]))
     return generated
 
 
+def bucket_for(prompt_len: int, buckets: Sequence[int] = BUCKETS) -> int:
+    """The smallest bucket that holds ``prompt_len`` tokens; :class:`ValueError` if none does."""
+    fitting = [n for n in buckets if n >= prompt_len]
+    if not fitting:
+        raise ValueError(f"a prompt of {prompt_len} tokens fits no bucket {tuple(buckets)}: refuse it on the host, "
+                         "or feed the rest token by token")
+    return min(fitting)
+
+
+def prefill_then_decode(artifact: PteArtifact, prompt: Sequence[int], new_tokens: int = NEW_TOKENS) -> list[int]:
+    """The app's loop with a prefill method: the whole prompt in one call, then ``decode`` one token per call.
+
+    The program's prefill is ``prefill`` (any length up to its ``Dim``'s max) or one ``prefill_<n>`` per bucket;
+    then the prompt is padded with token 0 to the bucket. The padding's keys and values land in the slots after
+    the prompt, which no real position attends to yet (the causal mask) and which decode overwrites one by one,
+    and the first new token is read from the logits of the prompt's last real token."""
+    if "prefill" in artifact.methods:
+        method, length = "prefill", len(prompt)
+    else:
+        length = bucket_for(len(prompt), [int(m.removeprefix("prefill_")) for m in artifact.methods
+                                          if m.startswith("prefill_")])
+        method = f"prefill_{length}"
+    ids = torch.tensor([list(prompt) + [0] * (length - len(prompt))])
+    logits = artifact.run_raw(ids, torch.arange(length), method=method)[0]
+    return decode_after(lambda i, p: artifact.run_raw(i, p, method="decode")[0],
+                        int(logits[0, len(prompt) - 1].argmax()), len(prompt), new_tokens)
+
+
 def eager_tokens(prompt: Sequence[int], new_tokens: int = NEW_TOKENS, seed: int = 0) -> list[int]:
-    """Greedy generation in eager PyTorch, by ``transformers``' own ``generate`` (no exportlab code)."""
+    """Greedy generation in eager PyTorch, by ``transformers``' own ``generate`` (no exportlab code). Computed once
+    per prompt, count and seed in a process (the weights are seeded: the same arguments give the same tokens)."""
+    return list(_eager_tokens(tuple(int(t) for t in prompt), new_tokens, seed))
+
+
+@functools.lru_cache(maxsize=64)
+def _eager_tokens(prompt: tuple[int, ...], new_tokens: int, seed: int) -> tuple[int, ...]:
     model = tiny_llama(seed)
     with torch.no_grad():
         out = model.generate(torch.tensor([list(prompt)]), max_new_tokens=new_tokens, do_sample=False)
-    return [int(t) for t in out[0, len(prompt):]]
+    return tuple(int(t) for t in out[0, len(prompt):])
 
 
 def device_tokens(artifact: PteArtifact, prompt: Sequence[int], new_tokens: int = NEW_TOKENS) -> list[int]:
@@ -200,19 +280,88 @@ def time_per_token(artifact: PteArtifact, repeats: int = 50) -> dict[str, float]
     step = DecodeStep(tiny_llama())
     call = artifact.bare_call()
     ids, pos = torch.tensor([[7]]), torch.tensor([3])
-
-    def median(fn: Callable[[], Any]) -> float:
-        fn()
-        samples = []
-        for _ in range(repeats):
-            start = time.perf_counter()
-            fn()
-            samples.append(time.perf_counter() - start)
-        return sorted(samples)[len(samples) // 2] * 1000
-
     with torch.no_grad():
-        eager_ms = median(lambda: step(ids, pos))
-    return {"eager ms/token": eager_ms, ".pte ms/token": median(lambda: call([ids, pos]))}
+        eager_ms = _median_ms(lambda: step(ids, pos), repeats)
+    return {"eager ms/token": eager_ms, ".pte ms/token": _median_ms(lambda: call([ids, pos]), repeats)}
+
+
+STRATEGIES = ("token by token", "one prefill, Dim 1–32", "buckets 8, 16")
+PREFILL_PROMPTS = (*PROMPTS, tuple(range(100, 114)))  # the lesson's three, and one of 14 tokens (bucket 16)
+
+
+def strategy_program(strategy: str) -> PteArtifact:
+    """The program of one of :data:`STRATEGIES` (the shared-cache programs for the prefill ones)."""
+    if strategy == STRATEGIES[0]:
+        return lower_decode_step()
+    return lower_prefill_decode("dim" if strategy == STRATEGIES[1] else "buckets")
+
+
+def strategy_tokens(strategy: str, prompt: Sequence[int], new_tokens: int = NEW_TOKENS) -> list[int]:
+    """The new tokens the app's loop gets on the runtime with ``strategy``'s program."""
+    program = strategy_program(strategy)
+    if strategy == STRATEGIES[0]:
+        return device_tokens(program, prompt, new_tokens)
+    return prefill_then_decode(program, prompt, new_tokens)
+
+
+def prefill_strategies() -> list[dict[str, Any]]:
+    """Per strategy: its methods, the arena of its largest method (what an app with one set of shared arenas
+    holds: prefill and decode never run at once; the KV cache included), the prefill's delegated share, the
+    ``.pte``'s size, and whether its tokens equal eager ``generate``'s on every prompt of :data:`PREFILL_PROMPTS`."""
+    rows = []
+    for strategy in STRATEGIES:
+        program = strategy_program(strategy)
+        prefills = [m for m in program.methods if m.startswith("prefill")] or ["forward"]
+        sizes = {m: program._info(m)["planned_buffer_sizes"] for m in program.methods}
+        rows.append({
+            "strategy": strategy, "methods": ", ".join(program.methods),
+            "arena bytes (largest method)": max(sum(s) for s in sizes.values()),
+            "prefill delegated": f"{min(program.delegation(m).coverage for m in prefills):.0%}",
+            ".pte bytes": program.nbytes,
+            "tokens = eager": all(strategy_tokens(strategy, p) == eager_tokens(p) for p in PREFILL_PROMPTS)})
+    return rows
+
+
+def declined_only_by_dim() -> list[dict[str, str]]:
+    """The partitioner's reasons for the ``Dim`` prefill's portable nodes that the bucket prefill does not have."""
+    dim, buckets = lower_prefill_decode("dim"), lower_prefill_decode("buckets")
+    static = {(d["op"], d["reason"]) for d in buckets.delegation(f"prefill_{max(BUCKETS)}").declined}
+    return [d for d in dim.delegation("prefill").declined if (d["op"], d["reason"]) not in static]
+
+
+def _median_ms(fn: Callable[[], Any], repeats: int) -> float:
+    """Milliseconds per call of ``fn``, the median of ``repeats`` after one call to warm up."""
+    fn()
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - start)
+    return sorted(samples)[len(samples) // 2] * 1000
+
+
+def _first_token_calls(n: int) -> list[tuple[int, Callable[[], Any]]]:
+    """Per strategy, the runtime calls that take a prompt of ``n`` tokens to its first new token's logits."""
+    ids = list(range(1, n + 1))
+    steps = [[torch.tensor([[t]]), torch.tensor([i])] for i, t in enumerate(ids)]
+    decode = lower_decode_step().bare_call()
+    dim = lower_prefill_decode("dim").bare_call("prefill")
+    b = bucket_for(n)
+    bucket = lower_prefill_decode("buckets").bare_call(f"prefill_{b}")
+    whole, padded = [torch.tensor([ids]), torch.arange(n)], [torch.tensor([ids + [0] * (b - n)]), torch.arange(b)]
+    return [(n, lambda: [decode(step) for step in steps]), (1, lambda: dim(whole)), (1, lambda: bucket(padded))]
+
+
+def time_to_first_token(prompt_lengths: Sequence[int] = (3, 14), repeats: int = 21) -> list[dict[str, Any]]:
+    """Milliseconds from the prompt to its first new token's logits, median of ``repeats``, the runtime's calls
+    alone: token by token (one decode call per prompt token), the ``Dim`` prefill (one call), the bucket (one call
+    of the padded prompt). One row per strategy, two columns per prompt length (calls, ms)."""
+    rows: list[dict[str, Any]] = [{"strategy": s} for s in STRATEGIES]
+    for n in prompt_lengths:
+        for row, (count, fn) in zip(rows, _first_token_calls(n)):
+            row[f"{n} tokens: calls"] = count
+            row[f"{n} tokens: ms"] = _median_ms(fn, repeats)
+    return rows
 
 
 # ----- predictions ----------------------------------------------------------------------------------
@@ -298,6 +447,73 @@ def _int_position() -> Reveal:
         "0) ran and the second was refused."), why_not={o: r for o, r in reasons.items() if o != answer})
 
 
+def cache_in_plan(program: PteArtifact) -> list[dict[str, Any]]:
+    """Per method: where its memory plan puts the KV cache's key and value buffers (the arena, and each one's
+    offset in it), as ``to_executorch()`` fixed them in the ``.pte``."""
+    shape = (1, CONFIG["num_key_value_heads"], MAX_CACHE_LEN, CONFIG["hidden_size"] // CONFIG["num_attention_heads"])
+    rows = []
+    for method in program.methods:
+        kv = [r for r in program.memory_plan(method) if r["made by"] == "copy_" and r["shape"] == shape]
+        rows.append({"method": method, "buffers": len(kv), "arena": sorted({r["arena"] for r in kv}),
+                     "offsets": [r["offset"] for r in kv]})
+    return rows
+
+
+def _shared_cache() -> Reveal:
+    from helpers.artifact import RuntimeRejectedError
+
+    program = lower_prefill_decode("dim", share_mutable_buffers=False)
+    prompt = PROMPTS[0]
+    eager = eager_tokens(prompt)
+    options = dict(zip(("all", "first", "refused"), SHARED_OPTIONS))
+    same: list[bool] = []
+    try:
+        device = prefill_then_decode(program, prompt)
+    except RuntimeRejectedError as exc:
+        answer, evidence = options["refused"], f"a call was refused: {exc.reason.rstrip('.')}"
+    else:
+        same = [a == b for a, b in zip(eager, device)]
+        answer = options["all"] if all(same) else options["first"] if same[0] else ""
+        evidence = f"eager {eager}\n.pte  {device}"
+    places = {r["method"]: r["offsets"] for r in cache_in_plan(program)}
+    reasons = {
+        options["all"]: (f"{sum(same)} of {NEW_TOKENS} new tokens are the same as eager's: only the first, which "
+                         "prefill's logits give" if same == [True] + [False] * (NEW_TOKENS - 1)
+                         else f"{sum(same)} of {NEW_TOKENS} new tokens are the same as eager's" if same else evidence),
+        options["first"]: "every token is the same" if same and all(same) else evidence,
+        options["refused"]: "every call ran: decode's inputs are the ones it was exported with",
+    }
+    return Reveal(answer or f"none of the options: {evidence}", (
+        f"{evidence}\nThe first token comes from prefill's logits; every later one from decode, which attended to "
+        f"a cache prefill never wrote. Each method's memory plan has its own copy of the cache buffers: prefill's "
+        f"at offsets {places['prefill']}, decode's at {places['decode']}."),
+        why_not={o: r for o, r in reasons.items() if o != answer})
+
+
+def _prefill_arena() -> Reveal:
+    dim, buckets = lower_prefill_decode("dim"), lower_prefill_decode("buckets")
+    arenas = {"Dim": dim.planned_memory_bytes("prefill"), "16": buckets.planned_memory_bytes("prefill_16"),
+              "8": buckets.planned_memory_bytes("prefill_8")}
+    options = dict(zip(("Dim", "16", "same"), ARENA_OPTIONS))
+    largest = max(arenas.values())
+    winners = [k for k, v in arenas.items() if v == largest]
+    answer = options["same"] if len(winners) == len(arenas) else options.get(winners[0], "")
+    table = ", ".join(f"{m}: {arenas[k]:,} bytes" for k, m in (("Dim", "prefill (Dim 1–32)"),
+                                                                ("16", "prefill_16"), ("8", "prefill_8")))
+    reasons = {
+        options["Dim"]: f"it is not the largest: {table}",
+        options["16"]: f"prefill_16 is not the largest: {table}",
+        options["same"]: f"they differ: {table}",
+    }
+    return Reveal(answer or f"none of the options: {table}", (
+        f"{table}. A method with a bounded Dim is planned for its largest input, 32 tokens, whatever the prompt "
+        "the app passes; a bucket's method is planned for its own size."),
+        why_not={o: r for o, r in reasons.items() if o != answer})
+
+
+SHARED_OPTIONS = (f"all {NEW_TOKENS} the same as eager", "the first the same, then different",
+                  "decode's first call is refused")
+ARENA_OPTIONS = ("prefill (Dim 1–32)", "prefill_16", "all the same: the arena holds the cache")
 INT_OPTIONS = ("the same tokens as eager", "different tokens, silently", "the runtime refuses a call",
                "the export fails")
 SLOT_OPTIONS = ("nothing: the cache is not in the arena", "about the cache's own 16 KB",
@@ -305,6 +521,17 @@ SLOT_OPTIONS = ("nothing: the cache is not in the arena", "about the cache's own
 TOKEN_OPTIONS = (f"all {NEW_TOKENS} the same", "the first the same, then they drift apart",
                  "different from the first token")
 QUESTIONS = [
+    Question("13.shared_cache", LESSON,
+             "One program, two methods of the same DecodeStep, so of the same cache buffers: prefill (the prompt, 1 to "
+             "32 tokens: a bounded Dim) and decode (one token), built with to_executorch()'s defaults. The app "
+             f"prefills {list(PROMPTS[0])} in one call, then decodes one token per call. The {NEW_TOKENS} new "
+             "tokens, compared with eager greedy generation:",
+             SHARED_OPTIONS, _shared_cache),
+    Question("13.prefill_arena", LESSON,
+             "Two ways to give prefill a shape the device can plan: one method whose prompt length is a Dim from 1 "
+             "to 32, or one method per bucket, prefill_8 and prefill_16 (the prompt padded up to its bucket). "
+             "Which of these methods plans the largest arena?",
+             ARENA_OPTIONS, _prefill_arena),
     Question("13.slot_cost", LESSON,
              f"Each cache slot holds keys and values for 2 layers × 2 heads × 16 floats: {kv_bytes(1)} bytes. The same "
              "program built for 64 slots instead of 32 adds 32 slots, 16 KB of cache. By how much does the arena grow?",

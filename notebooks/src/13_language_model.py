@@ -6,6 +6,8 @@
 #   place, kept in the memory plan on the device;
 # - why that cache has a fixed size on the device (`max_cache_len`), and what each of its slots costs in the arena;
 # - the app's decode loop on the ExecuTorch runtime, compared token for token with eager greedy generation;
+# - three ways to feed the prompt (token by token, one prefill method with a `Dim`, prompt buckets), and the one
+#   option without which a prefill method and a decode method do not share their cache;
 # - three traps of this model kind, live: a position passed as an `int`, a prompt and answer longer than the cache,
 #   positions that do not match the tokens.
 #
@@ -145,7 +147,7 @@ questions.ask("13.tokens_match")
 # The loop, in the lesson's module:
 
 # %%
-show_source(lm.greedy)
+show_source(lm.greedy, lm.decode_after)
 
 # %% [markdown]
 # Eager tokens come from `transformers`' own `generate` (greedy, static cache); `.pte` tokens from the loop above on
@@ -169,7 +171,115 @@ print(f"eager {eager_ms:.3f} ms/token ({1000 / eager_ms:,.0f} tokens/s), .pte {p
       f"(runtime thread pool: {helpers.runtime_threads()} threads; torch: {torch.get_num_threads()} threads)")
 
 # %% [markdown]
-# ## 5. The traps of this model kind, live
+# ## 5. Prefill: the prompt in one call
+#
+# Token by token, a prompt of n tokens costs n calls before the first new token (the *time to first token*). A
+# *prefill* method takes the whole prompt in one call. Its length varies, so it needs a shape the device can plan:
+# one method whose length is a bounded `Dim` (1 to 32 tokens, lesson 07), or one static method per *bucket*
+# of lengths, each prompt padded up to its bucket (lesson 09). Either goes into one program with `decode`:
+
+# %%
+show_source(lm.prefill_methods)
+
+# %% [markdown]
+# Every method is the same `DecodeStep`, so its buffers have the same names in every method. The app's loop with a
+# prefill method:
+
+# %%
+show_source(lm.prefill_then_decode)
+
+# %% [markdown]
+# Built with `to_executorch()`'s defaults, what does decode make of the cache prefill wrote?
+
+# %%
+questions.ask("13.shared_cache")
+
+# %% [markdown]
+# The `Dim` program, built with the defaults:
+
+# %%
+separate = lm.lower_prefill_decode("dim", share_mutable_buffers=False)
+print("eager:", lm.eager_tokens(lm.PROMPTS[0]))
+print(".pte: ", lm.prefill_then_decode(separate, lm.PROMPTS[0]))
+
+# %% [markdown]
+# Where each method's memory plan puts the cache's 4 key and value buffers (arena 1 holds the activations):
+
+# %%
+pd.DataFrame(lm.cache_in_plan(separate))
+
+# %% [markdown]
+# The memory planner plans each method on its own, so each holds its own copy of the cache: prefill filled its copy,
+# decode attended to its own, which prefill never wrote. No error: both copies have the right shape.
+#
+# ExecuTorch has an option for this: `MemoryPlanningPass(share_mutable_buffers=True)`, passed to `to_executorch()`
+# in an `ExecutorchBackendConfig`. `helpers.lower_methods(..., share_mutable_buffers=True)` builds with it:
+
+# %%
+show_source(lm.lower_prefill_decode)
+
+# %%
+shared = lm.lower_prefill_decode("dim")
+pd.DataFrame(lm.cache_in_plan(shared))
+
+# %% [markdown]
+# One place for both methods, in an arena of its own (arena 2) that each method's plan lists. The same prompts as in
+# section 4, and one of 14 tokens:
+
+# %%
+shared_rows = []
+for prompt in lm.PREFILL_PROMPTS:
+    eager, device = lm.eager_tokens(prompt), lm.prefill_then_decode(shared, prompt)
+    shared_rows.append(eager == device)
+    print(f"prompt of {len(prompt)}\n  eager {eager}\n  .pte  {device}   {'equal' if eager == device else 'DIFFERENT'}")
+
+# %% [markdown]
+# Sharing also needs the runtime to give both methods the same arena 2. ExecuTorch's Python runtime shares one set of
+# arenas between the methods of a program that run on the host (`Program.load_method`'s docstring); a C++ app's `Module` does it only
+# with `share_memory_arenas = true` (default `false`; `extension/module/module.h`, which says a program built with
+# `share_mutable_buffers` requires it).
+#
+# ### Three strategies side by side
+#
+# The bucket program has `prefill_8`, `prefill_16` and `decode`, built the same way. Before the table:
+
+# %%
+questions.ask("13.prefill_arena")
+
+# %% [markdown]
+# Each strategy's program, its tokens on the four prompts, and what it costs (the arena of its largest method: prefill
+# and decode never run at the same time, so with shared arenas that is what the app holds):
+
+# %%
+strategies = pd.DataFrame(lm.prefill_strategies())
+strategies
+
+# %% [markdown]
+# The `Dim` prefill also delegates less. The partitioner's reasons for its portable nodes that the 16-token bucket
+# does not have:
+
+# %%
+for declined in lm.declined_only_by_dim():
+    print(f"{declined['op']}: {declined['reason']}")
+
+# %% [markdown]
+# XNNPACK's partitioner takes a `slice_copy` only when its input and output sizes are static (its `SliceCopyConfig`):
+# sliced along the symbolic length (`s11`, the `Dim`), it stays on a portable kernel, and the graph splits into more
+# delegated pieces. "invalid dtype" is its check that a node's tensors are `float32` or `float16`: the `Dim` program
+# reshapes tensors of other types (integers, booleans) where the bucket's does not.
+#
+# Time to first token for a prompt of 3 and of 14 tokens (the runtime's calls alone, median of 21):
+
+# %% tags=["nbval-ignore-output"]
+ttft = pd.DataFrame(lm.time_to_first_token()).set_index("strategy")
+print(ttft.round(3).to_string())
+by_token, dim_ms, bucket_ms = ttft["14 tokens: ms"]
+print(f"\n14 tokens: token by token {by_token:.2f} ms in 14 calls; one prefill call {dim_ms:.2f} ms (Dim), "
+      f"{bucket_ms:.2f} ms (bucket 16): {by_token / dim_ms:.1f}× and {by_token / bucket_ms:.1f}× sooner\n"
+      f"(runtime thread pool: {helpers.runtime_threads()} threads)")
+
+# %% [markdown]
+# ## 6. The traps of this model kind, live
 #
 # ### A position as a Python `int`
 #
@@ -245,7 +355,8 @@ print(".pte, bug: ", shifted)
 # A language model's KV cache becomes state *inside* the exported program: buffers it writes in place, planned in the
 # arena for `max_cache_len` slots, kept between the calls of a loaded method. The device's loop passes only the new
 # token and its position, as a tensor; the app checks on the host that prompt and answer fit the slots, and only a
-# comparison with eager over whole sequences catches positions that do not match the tokens.
+# comparison with eager over whole sequences catches positions that do not match the tokens. A prefill method and a
+# decode method share that state only when it is built with `share_mutable_buffers=True` and run with shared arenas.
 
 # %% [markdown]
 # ## Interview question
@@ -275,4 +386,13 @@ largest = lm.largest_planned(program)
 assert "expand_copy" in {r["made by"] for r in largest} and "delegate" in {r["made by"] for r in largest}, largest
 assert all(lm.MAX_CACHE_LEN in r["shape"] for r in largest[:4]), largest  # the largest tensors span the cache
 assert any(r["shape"][1:3] == (2, 2) for r in largest if r["made by"] == "expand_copy"), largest  # 2 kv heads × 2
+assert questions.get("13.shared_cache").actual()[0] == "the first the same, then different"
+assert all(shared_rows) and all(strategies["tokens = eager"]), strategies
+places = {r["method"]: (r["arena"], r["offsets"]) for r in lm.cache_in_plan(shared)}
+assert places["prefill"] == places["decode"] and places["decode"][0] == [2], places  # one place, arena 2
+apart = {r["method"]: (r["arena"], r["offsets"]) for r in lm.cache_in_plan(separate)}
+assert apart["prefill"][1] != apart["decode"][1] and apart["decode"][0] == [1], apart  # two copies in arena 1
+assert questions.get("13.prefill_arena").actual()[0] == "prefill (Dim 1–32)"
+assert {"slice_copy.Tensor"} <= {d["op"] for d in lm.declined_only_by_dim()}
+assert "SymInt" in next(d["reason"] for d in lm.declined_only_by_dim() if d["op"] == "slice_copy.Tensor")
 print("checked")
