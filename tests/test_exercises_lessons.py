@@ -371,6 +371,57 @@ answer = prepare
 """, ("became a 96×96 picture",)),
         WrongAnswer("the frame as it comes", "answer = lambda frame: frame", ("120×160 frame", "refused")),
     ],
+    "13.position": [
+        WrongAnswer("the Python counter kept, reset by an if on the position (a new conversation)", """
+class Resets(lm.AppStep):
+    def forward(self, input_ids, cache_position):
+        if cache_position[0] == 0:
+            self.next_position = 0
+        return super().forward(input_ids, cache_position)
+answer = Resets
+""", ("exports (strict), lowers and loads", "export failed")),
+        WrongAnswer("the counter kept as a buffer: state of the program, not the app's position", """
+class BufferCounter(lm.AppStep):
+    def __init__(self, model, max_cache_len=lm.MAX_CACHE_LEN):
+        super().__init__(model, max_cache_len)
+        self.register_buffer("counter", torch.zeros((), dtype=torch.long))
+    def forward(self, input_ids, cache_position):
+        position = torch.arange(input_ids.shape[1]) + self.counter
+        self.counter.add_(input_ids.shape[1])
+        return self.cached(input_ids=input_ids, cache_position=position)
+answer = BufferCounter
+""", ("on prompt 2", "the runtime refused the call")),
+        WrongAnswer("every token at slot 0", """
+class Zero(lm.AppStep):
+    def forward(self, input_ids, cache_position):
+        return self.cached(input_ids=input_ids, cache_position=torch.zeros_like(cache_position))
+answer = Zero
+""", ("eager, new token", "on prompt 1")),
+        WrongAnswer("positions off by one (right shape, wrong slots)", """
+class OffByOne(lm.AppStep):
+    def forward(self, input_ids, cache_position):
+        return self.cached(input_ids=input_ids, cache_position=cache_position + 1)
+answer = OffByOne
+""", ("eager, new token",)),
+        WrongAnswer("fits the lesson's short prompts only (positions clamped below the cache's end)", """
+class Clamped(lm.AppStep):
+    def forward(self, input_ids, cache_position):
+        return self.cached(input_ids=input_ids, cache_position=cache_position.clamp(max=15))
+answer = Clamped
+""", ("on prompt 2 (21 tokens), eager",)),
+        WrongAnswer("zeros for logits", """
+class Zeros(lm.AppStep):
+    def forward(self, input_ids, cache_position):
+        return torch.zeros(1, input_ids.shape[1], lm.CONFIG["vocab_size"])
+answer = Zeros
+""", ("eager, new token",)),
+        WrongAnswer("an instance instead of the class", """
+class Fixed(lm.AppStep):
+    def forward(self, input_ids, cache_position):
+        return self.cached(input_ids=input_ids, cache_position=cache_position)
+answer = Fixed(lm.tiny_llama())
+""", ("assign the class itself",)),
+    ],
 }
 
 TRACK = [e for item in course.lessons() for e in getattr(item.module, "EXERCISES", ())]

@@ -223,13 +223,14 @@ def as_model(answer: Any, reference: nn.Module, *, what: str = "your model") -> 
 
 
 def lowered(model: nn.Module, example: tuple[Any, ...], dynamic: Any = None, *, backend: str = "xnnpack",
-            hint: str = "", criterion: str = "exports, lowers and loads") -> tuple[PteArtifact | None, Verdict]:
+            hint: str = "", criterion: str = "exports, lowers and loads",
+            strict: bool = False) -> tuple[PteArtifact | None, Verdict]:
     """Run the real pipeline on ``model``; a failure becomes a verdict quoting torch's or ExecuTorch's words."""
     from ..diagnose import diagnose_exception
     from ..lowering import lower, stage_of
 
     try:
-        artifact = lower(model, example, dynamic_shapes=dynamic, backend=backend)
+        artifact = lower(model, example, dynamic_shapes=dynamic, backend=backend, strict=strict)
     except Exception as exc:  # noqa: BLE001 - the learner's model may fail in any stage
         stage = stage_of(exc)
         if stage is None:
@@ -241,7 +242,10 @@ def lowered(model: nn.Module, example: tuple[Any, ...], dynamic: Any = None, *, 
         if diagnosis.suggested_fixes:
             detail += f" (torch suggests: {'; '.join(diagnosis.suggested_fixes)})"
         return None, Verdict(criterion, False, detail, hint)
-    return artifact, Verdict(criterion, True, artifact.delegation().summary().split(": ", 1)[1])
+    report = artifact.delegation()
+    if backend == "portable":
+        return artifact, Verdict(criterion, True, f"{report.portable_nodes} nodes on the portable kernels")
+    return artifact, Verdict(criterion, True, report.summary().split(": ", 1)[1])
 
 
 def parity(reference: nn.Module, artifact: PteArtifact, probes: Sequence[Probe], *, method: str = "forward",

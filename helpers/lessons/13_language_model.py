@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -23,6 +24,7 @@ from torch.export import Dim
 
 from helpers import cache, lowering
 from helpers.artifact import PteArtifact
+from helpers.exercises.grading import Exercise, Verdict, base_context, lowered
 from helpers.interview import Card
 from helpers.questions import Question, Reveal
 
@@ -61,11 +63,11 @@ class DecodeStep(nn.Module):
     ``cache_position`` and attends over the slots up to there.
     """
 
-    def __init__(self, lm: LlamaForCausalLM, max_cache_len: int = MAX_CACHE_LEN) -> None:
+    def __init__(self, model: LlamaForCausalLM, max_cache_len: int = MAX_CACHE_LEN) -> None:
         super().__init__()
         from transformers.integrations.executorch import TorchExportableModuleWithStaticCache
 
-        self.cached = TorchExportableModuleWithStaticCache(lm, batch_size=1, max_cache_len=max_cache_len)
+        self.cached = TorchExportableModuleWithStaticCache(model, batch_size=1, max_cache_len=max_cache_len)
 
     def forward(self, input_ids: torch.Tensor, cache_position: torch.Tensor) -> torch.Tensor:
         return self.cached(input_ids=input_ids, cache_position=cache_position)
@@ -546,7 +548,121 @@ QUESTIONS = [
              "greedy generation, the new tokens are:",
              TOKEN_OPTIONS, _tokens_match),
 ]
-EXERCISES: list[Any] = []
+
+# ----- exercise ---------------------------------------------------------------------------------------
+class AppStep(DecodeStep):
+    """A teammate's decode step: it numbers the tokens itself, so that no caller can pass a wrong position."""
+
+    def __init__(self, model: LlamaForCausalLM, max_cache_len: int = MAX_CACHE_LEN) -> None:
+        super().__init__(model, max_cache_len)
+        self.next_position = 0
+
+    def forward(self, input_ids: torch.Tensor, cache_position: torch.Tensor) -> torch.Tensor:
+        position = torch.arange(input_ids.shape[1]) + self.next_position
+        self.next_position += input_ids.shape[1]
+        return self.cached(input_ids=input_ids, cache_position=position)
+
+
+# The check's prompts: none is one of the lesson's; the 21-token one fills the cache with its 12 new tokens.
+CHECK_PROMPTS = ((9, 200, 31, 77), tuple(range(40, 61)), (3,), (250, 1, 128, 64, 32, 16, 8))
+
+
+def _first_difference(got: Sequence[int], want: Sequence[int]) -> int:
+    return next(i for i, (a, b) in enumerate(zip(got, want)) if a != b)
+
+
+def _grade_position(answer: Any) -> list[Verdict]:
+    from helpers.artifact import RuntimeRejectedError
+
+    criterion = "a step class, built as answer(tiny_llama())"
+    if not (isinstance(answer, type) and issubclass(answer, nn.Module)):
+        what = f"an instance of {type(answer).__name__}" if isinstance(answer, nn.Module) else type(answer).__name__
+        return [Verdict(criterion, False, f"got {what}",
+                        "assign the class itself (answer = YourStep), not an instance: the check builds a fresh "
+                        "one for every prompt, as the app starts a new conversation")]
+    try:
+        step = answer(tiny_llama())
+    except Exception as exc:  # noqa: BLE001 - the learner's constructor
+        return [Verdict(criterion, False, f"answer(tiny_llama()) raised {type(exc).__name__}: {exc}",
+                        "keep AppStep's constructor: (model, max_cache_len=MAX_CACHE_LEN)")]
+    verdicts = [Verdict(criterion, True, answer.__name__)]
+    for number, prompt in enumerate(CHECK_PROMPTS, 1):
+        step = answer(tiny_llama())  # a new conversation: a fresh step, as the teammate tested it
+        try:
+            with torch.no_grad():
+                tokens = greedy(step, prompt)
+        except Exception as exc:  # noqa: BLE001 - the learner's forward
+            verdicts.append(Verdict("eager, it gives generate's tokens", False,
+                                    f"on prompt {number} ({len(prompt)} tokens) your step raised "
+                                    f"{type(exc).__name__}: {exc}"))
+            return verdicts
+        if tokens != eager_tokens(prompt):
+            k = _first_difference(tokens, eager_tokens(prompt))
+            verdicts.append(Verdict(
+                "eager, it gives generate's tokens", False,
+                f"on prompt {number} ({len(prompt)} tokens), eager, new token {k + 1} of {NEW_TOKENS} differs from "
+                "generate's", "the step writes the tokens it is given at the slots the app names and must read "
+                "them back as generate does, for prompts as long as the cache allows"))
+            return verdicts
+    verdicts.append(Verdict("eager, it gives generate's tokens", True, f"{len(CHECK_PROMPTS)} prompts"))
+    program, verdict = lowered(answer(tiny_llama()), step_example(), strict=True, backend=EXERCISE_BACKEND,
+                               criterion="exports (strict), lowers and loads",
+                               hint="export reads the step's forward once: keep it to tensor operations on its "
+                                    "inputs and buffers")
+    verdicts.append(verdict)
+    if program is None:
+        return verdicts
+    for number, prompt in enumerate(CHECK_PROMPTS, 1):  # one loaded program for every conversation, as on a phone
+        positions: list[int] = []
+
+        def run(ids: torch.Tensor, pos: torch.Tensor, seen: list[int] = positions) -> torch.Tensor:
+            seen.append(int(pos[0]))
+            return program.run_raw(ids, pos)[0]
+
+        try:
+            tokens = greedy(run, prompt)
+        except RuntimeRejectedError as exc:
+            verdicts.append(Verdict("the .pte gives eager's tokens, conversation after conversation", False,
+                                    f"on prompt {number} ({len(prompt)} tokens) the runtime refused the call at "
+                                    f"position {positions[-1]}: {exc.reason}"))
+            return verdicts
+        if tokens != eager_tokens(prompt):
+            k = _first_difference(tokens, eager_tokens(prompt))
+            verdicts.append(Verdict(
+                "the .pte gives eager's tokens, conversation after conversation", False,
+                f"on prompt {number} ({len(prompt)} tokens; the app passed positions 0 to {positions[-1]}), the "
+                f".pte's new token {k + 1} of {NEW_TOKENS} differs from eager's, with no error",
+                "export ran forward once, on the example (one token at position 0): what in your step is a Python "
+                "value, or state kept between calls, rather than an input of the program?"))
+            return verdicts
+    verdicts.append(Verdict("the .pte gives eager's tokens, conversation after conversation", True,
+                            f"{len(CHECK_PROMPTS)} prompts in a row on one loaded program"))
+    return verdicts
+
+
+def solve_position() -> Any:
+    """13.position: the step writes at the positions the app passes, an input of the program."""
+    class PositionedStep(lm.AppStep):
+        def forward(self, input_ids, cache_position):
+            return self.cached(input_ids=input_ids, cache_position=cache_position)
+
+
+    return PositionedStep
+
+
+EXERCISE_BACKEND = "portable"
+lm: Any = sys.modules[__name__]  # this module, as the lesson names it (course.lesson(13)): the solution reads as the cell
+EXERCISES = [
+    Exercise(
+        id="13.position", lesson=LESSON, kind="step class",
+        title="a decode step whose .pte follows the app's positions",
+        goal=("Give a step class (built as answer(tiny_llama())) whose forward(input_ids, cache_position) gives, "
+              "eager and as a .pte on the runtime, generate's tokens in the app's loop, for prompts the lesson did "
+              "not show, one conversation after another on one loaded program."),
+        grade=_grade_position, solve=solve_position,
+        context=lambda: {**base_context(), "lm": lm, "DecodeStep": DecodeStep, "AppStep": AppStep}),
+]
+
 
 # ----- interview cards ----------------------------------------------------------------------------------
 CARDS = [

@@ -350,6 +350,43 @@ print(".pte, bug: ", shifted)
 # whole sequences catches it, as in section 4.
 
 # %% [markdown]
+# ## ✏️ Exercise 13.position
+#
+# A teammate's decode step numbers the tokens itself, so that no caller can pass a wrong position:
+
+# %%
+show_source(lm.AppStep)
+
+# %% [markdown]
+# They tested it eager, a fresh step per prompt:
+
+# %%
+app_step = lm.AppStep(lm.tiny_llama())
+with torch.no_grad():
+    print("AppStep, eager:", lm.greedy(app_step, lm.PROMPTS[0]))
+print("generate:      ", lm.eager_tokens(lm.PROMPTS[0]))
+
+# %% [markdown]
+# Give a step class, `answer = YourStep`, built as `answer(lm.tiny_llama())`, whose `forward(input_ids,
+# cache_position)` gives `generate`'s tokens in the app's loop, eager and as a `.pte`. The check runs it eager, then
+# exports it (`strict=True`), builds it with the portable kernels (a cold check then takes seconds; what happens to a
+# position does not depend on the backend) and runs the app's loop on the runtime: prompts the lesson did not show,
+# one conversation after another on one loaded program.
+
+# %%
+# ✏️ Exercise 13.position — edit this cell, then run the check below.
+class MyStep(lm.AppStep):
+    pass  # AppStep's own forward(), its counter included
+
+
+answer = MyStep
+
+# %%
+from helpers import exercises
+
+grade = exercises.check("13.position", answer)
+
+# %% [markdown]
 # ## Takeaway
 #
 # A language model's KV cache becomes state *inside* the exported program: buffers it writes in place, planned in the
@@ -395,4 +432,6 @@ assert apart["prefill"][1] != apart["decode"][1] and apart["decode"][0] == [1], 
 assert questions.get("13.prefill_arena").actual()[0] == "prefill (Dim 1–32)"
 assert {"slice_copy.Tensor"} <= {d["op"] for d in lm.declined_only_by_dim()}
 assert "SymInt" in next(d["reason"] for d in lm.declined_only_by_dim() if d["op"] == "slice_copy.Tensor")
+assert app_step.next_position == len(lm.PROMPTS[0]) + lm.NEW_TOKENS - 1  # eager, its counter counted every call
+assert exercises.get("13.position").check(exercises.solution("13.position")).passed
 print("checked")
