@@ -360,7 +360,7 @@ def export_methods(methods: Mapping[str, Any], *, strict: bool = False) -> tuple
 
 
 def _described(methods: dict[str, tuple[torch.nn.Module, tuple[Any, ...], Any]],
-               share_mutable_buffers: bool = False) -> dict[str, Any]:
+               share_mutable_buffers: bool = False, constant_methods: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """What the library records beside the program and takes from the Python side (part of the key)."""
     described: dict[str, Any] = {
         "order": list(methods),
@@ -368,12 +368,15 @@ def _described(methods: dict[str, tuple[torch.nn.Module, tuple[Any, ...], Any]],
                     for name, (model, _args, dynamic) in methods.items()}}
     if share_mutable_buffers:  # only when set: every other program keeps its key
         described["share_mutable_buffers"] = True
+    if constant_methods:
+        described["constant_methods"] = {name: repr(value) for name, value in sorted(constant_methods.items())}
     return described
 
 
 def _build(methods: dict[str, tuple[torch.nn.Module, tuple[Any, ...], Any]],
            exported: dict[str, torch.export.ExportedProgram], backend: str,
-           key: str, progress: _Progress, share_mutable_buffers: bool = False) -> tuple[bytes, ProgramRecord]:
+           key: str, progress: _Progress, share_mutable_buffers: bool = False,
+           constant_methods: Mapping[str, Any] | None = None) -> tuple[bytes, ProgramRecord]:
     import_executorch_quietly()
     from executorch.exir import ExecutorchBackendConfig, to_edge_transform_and_lower
     from executorch.exir.passes import MemoryPlanningPass
@@ -381,7 +384,8 @@ def _build(methods: dict[str, tuple[torch.nn.Module, tuple[Any, ...], Any]],
     progress.step(f"lowering to {backend}")
     partitioner = [_xnnpack_partitioner()] if backend == "xnnpack" else []
     with _stage("lower"), captured_output(), _partitioner_reasons() as reasons:
-        edge = to_edge_transform_and_lower(dict(exported), partitioner=partitioner)
+        edge = to_edge_transform_and_lower(dict(exported), partitioner=partitioner,
+                                           constant_methods=dict(constant_methods) if constant_methods else None)
         progress.step("to_executorch (memory planning)")
         program = (edge.to_executorch(ExecutorchBackendConfig(
             memory_planning_pass=MemoryPlanningPass(share_mutable_buffers=True)))
@@ -455,11 +459,11 @@ def _declined_for(method: str, reasons: list[tuple[str, str, str]], edge_ep: Any
 
 def lower_exported(methods: dict[str, tuple[torch.nn.Module, tuple[Any, ...], Any]],
                    exported: dict[str, torch.export.ExportedProgram], *, backend: str = "xnnpack",
-                   share_mutable_buffers: bool = False) -> PteArtifact:
+                   share_mutable_buffers: bool = False, constant_methods: Mapping[str, Any] | None = None) -> PteArtifact:
     """Lower already-exported methods (from :func:`export_methods`), or load them from the cache."""
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
-    key = cache.program_key(exported, _described(methods, share_mutable_buffers), backend)
+    key = cache.program_key(exported, _described(methods, share_mutable_buffers, constant_methods), backend)
     label = f"{'+'.join(methods)} → .pte ({backend})"
     progress = _Progress(label)
     memory_key = f"{cache.cache_dir()}/{key}"
@@ -478,7 +482,8 @@ def lower_exported(methods: dict[str, tuple[torch.nn.Module, tuple[Any, ...], An
                     # Lowering may draw random numbers; a cold build must leave the caller's RNG exactly
                     # as a cache hit does, or printed values would depend on the cache state.
                     with torch.random.fork_rng(devices=[]):
-                        pte, meta = _build(methods, exported, backend, key, progress, share_mutable_buffers)
+                        pte, meta = _build(methods, exported, backend, key, progress, share_mutable_buffers,
+                                           constant_methods)
                 except BaseException as exc:
                     progress.fail(exc)
                     _record_failure(key, exc)
@@ -493,7 +498,7 @@ def lower_exported(methods: dict[str, tuple[torch.nn.Module, tuple[Any, ...], An
 
 
 def lower_methods(methods: Mapping[str, Any], *, backend: str = "xnnpack", strict: bool = False,
-                  share_mutable_buffers: bool = False) -> PteArtifact:
+                  share_mutable_buffers: bool = False, constant_methods: Mapping[str, Any] | None = None) -> PteArtifact:
     """Export several methods into ONE ``.pte`` (bucketing, hoisting a decision into the app).
 
     ``methods`` maps a method name to ``(model, example_args)`` or
@@ -506,12 +511,16 @@ def lower_methods(methods: Mapping[str, Any], *, backend: str = "xnnpack", stric
     reads, when the runtime gives the methods one set of arenas: ExecuTorch's Python runtime does for methods on
     the host; a C++ app's ``Module`` needs ``share_memory_arenas = true`` (default false, module.h). Lesson 13:
     a prefill method and a decode method sharing one KV cache.
+
+    ``constant_methods`` adds methods without inputs that return a constant (``to_edge_transform_and_lower``'s
+    option of that name): metadata an app reads from the program, such as the LLM runner's ``get_max_seq_len``.
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     with torch.random.fork_rng(devices=[]):  # tracing may draw random numbers: leave the caller's RNG alone
         normalised, exported = export_methods(methods, strict=strict)
-    return lower_exported(normalised, exported, backend=backend, share_mutable_buffers=share_mutable_buffers)
+    return lower_exported(normalised, exported, backend=backend, share_mutable_buffers=share_mutable_buffers,
+                          constant_methods=constant_methods)
 
 
 def lower(model: torch.nn.Module, example_args: Any, *, dynamic_shapes: Any = None,

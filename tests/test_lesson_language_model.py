@@ -114,3 +114,19 @@ def test_the_dim_prefill_is_planned_for_its_largest_prompt():
         buckets.planned_memory_bytes("prefill_8")
     assert dim.runtime_input_shapes("prefill") == [(1, LM.MAX_CACHE_LEN), (LM.MAX_CACHE_LEN,)]
     assert dim.delegation("prefill").coverage < buckets.delegation("prefill_16").coverage
+
+
+def test_executorchs_llm_runner_generates_generates_tokens_and_prints_nothing(capfd):
+    """TextLLMRunner on the program with its metadata: the same greedy tokens as ``generate``, a long prompt too (it
+    prefills one token per call); its C++ output (tokens, statistics with timestamps, log) stays out of the cell."""
+    program = LM.lower_for_runner()
+    capfd.readouterr()
+    for prompt in (*LM.PROMPTS, tuple(range(100, 114))):
+        assert LM.runner_tokens(program, prompt) == LM.eager_tokens(prompt), prompt
+    out, err = capfd.readouterr()
+    assert out == "" and err == "", (out[:300], err[:300])
+
+
+def test_the_runner_refuses_a_program_without_its_metadata_with_its_own_reason():
+    with pytest.raises(RuntimeError, match="model.pte: Required metadata method get_max_seq_len not found"):
+        LM.runner_tokens(LM.lower_decode_step(), LM.PROMPTS[0])

@@ -393,3 +393,20 @@ def test_share_mutable_buffers_gives_methods_one_copy_of_the_state_and_only_when
     for method in ("add", "read"):
         state = [r for r in shared.memory_plan(method) if r["shape"] == (4,) and r["made by"] == "copy_"]
         assert [(r["arena"], r["offset"]) for r in state] == [(2, 0)], shared.memory_plan(method)
+
+
+def test_constant_methods_are_in_the_program_and_in_its_key():
+    """Metadata methods (no inputs, a constant out), as the LLM runner reads them; the program keeps its own methods'
+    records, and the constants are part of the program's identity."""
+    from helpers._runtime import load_program
+
+    plain = helpers.lower_methods({"forward": (_Add(), (torch.ones(4),))}, backend="portable")
+    tagged = helpers.lower_methods({"forward": (_Add(), (torch.ones(4),))}, backend="portable",
+                                   constant_methods={"get_max_seq_len": 32, "use_kv_cache": True})
+    other = helpers.lower_methods({"forward": (_Add(), (torch.ones(4),))}, backend="portable",
+                                  constant_methods={"get_max_seq_len": 64, "use_kv_cache": True})
+    assert len({plain.key, tagged.key, other.key}) == 3
+    loaded = load_program(tagged.pte_bytes)
+    assert set(loaded.method_names) == {"forward", "get_max_seq_len", "use_kv_cache"}
+    assert loaded.load_method("get_max_seq_len")([]) == [32] and loaded.load_method("use_kv_cache")([]) == [True]
+    assert tagged.methods == ("forward",) and torch.equal(tagged.run_raw(torch.ones(4))[0], torch.ones(4))

@@ -44,6 +44,7 @@ EXPECTED = {
     "11.segmenter_min_delegated": "fail",
     "13.int_position": "the runtime refuses a call",
     "13.prefill_arena": "prefill (Dim 1–32)",
+    "13.runner_plain": "it refuses the program",
     "13.shared_cache": "the first the same, then different",
     "13.slot_cost": "several times the cache's own 16 KB",
     "13.tokens_match": "all 12 the same",

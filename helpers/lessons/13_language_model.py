@@ -9,12 +9,16 @@ writes in place, so that it is state of the program between two calls of the run
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
+import os
+import re
 import sys
+import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +27,7 @@ from torch import nn
 from torch.export import Dim
 
 from helpers import cache, lowering
+from helpers._quiet import runtime_log_lines
 from helpers.artifact import PteArtifact
 from helpers.exercises.grading import Exercise, Verdict, base_context, lowered
 from helpers.interview import Card
@@ -366,6 +371,87 @@ def time_to_first_token(prompt_lengths: Sequence[int] = (3, 14), repeats: int = 
     return rows
 
 
+# ----- the ExecuTorch LLM runner -----------------------------------------------------------------------
+# What ExecuTorch's text LLM runner reads from a program: methods without inputs that return a constant. It refuses a
+# program without get_max_seq_len; the others have defaults (llm_runner_helper.cpp). enable_dynamic_shape False: it
+# prefills one token per call of forward.
+RUNNER_METADATA = {"get_max_seq_len": MAX_CACHE_LEN, "get_max_context_len": MAX_CACHE_LEN, "use_kv_cache": True,
+                   "enable_dynamic_shape": False}
+
+
+def lower_for_runner(seed: int = 0) -> PteArtifact:
+    """The decode step as ``forward``, with :data:`RUNNER_METADATA` as constant methods, strict export, XNNPACK."""
+    return _lowered(f"runner/{sorted(RUNNER_METADATA.items())}/{seed}", "forward", lambda: lowering.lower_methods(
+        {"forward": (DecodeStep(tiny_llama(seed)), step_example())}, strict=True, constant_methods=RUNNER_METADATA))
+
+
+def tokenizer_json() -> dict[str, Any]:
+    """A tokenizer for the random-weight model, in Hugging Face's ``tokenizer.json`` format: token id i is the text
+    ``t<i>`` (a BPE model without merges; the pre-tokenizer splits ``t5t17`` into ``t5``, ``t17``). Id 0 is the special
+    ``<bos>``, which the runner's tokenizer also takes as the end of text."""
+    vocab = {"<bos>": 0, **{f"t{i}": i for i in range(1, CONFIG["vocab_size"])}}
+    return {"version": "1.0", "normalizer": None, "post_processor": None, "decoder": None,
+            "added_tokens": [{"id": 0, "content": "<bos>", "single_word": False, "lstrip": False, "rstrip": False,
+                              "normalized": False, "special": True}],
+            "pre_tokenizer": {"type": "Split", "pattern": {"Regex": "t[0-9]+"}, "behavior": "Isolated",
+                              "invert": False},
+            "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+                      "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "vocab": vocab,
+                      "merges": []}}
+
+
+def as_text(tokens: Sequence[int]) -> str:
+    """Token ids as the tokenizer's text: [5, 17] → ``t5t17``."""
+    return "".join(f"t{t}" for t in tokens)
+
+
+@contextlib.contextmanager
+def _c_output_to(sink: list[str]) -> Iterator[None]:
+    """Send what C++ code writes to file descriptors 1 and 2 (the runner prints its tokens, statistics with
+    timestamps, and its log there) into ``sink`` instead of the notebook."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    with tempfile.TemporaryFile(mode="w+b") as tmp:
+        os.dup2(tmp.fileno(), 1)
+        os.dup2(tmp.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            os.close(saved[0])
+            os.close(saved[1])
+            tmp.seek(0)
+            sink.append(tmp.read().decode(errors="replace"))
+
+
+def runner_tokens(program: PteArtifact, prompt: Sequence[int], new_tokens: int = NEW_TOKENS) -> list[int]:
+    """Greedy generation by ExecuTorch's ``TextLLMRunner`` (``executorch.extension.llm.runner``) on ``program``,
+    saved with :func:`tokenizer_json` to a temporary directory: the prompt as text, the new tokens back as ids.
+    Raises :class:`RuntimeError` with the runner's own reasons (from its log) when it refuses the program."""
+    pieces: list[str] = []
+    log: list[str] = []
+    with _c_output_to(log):  # its tokenizer library logs a line when the module is imported
+        from executorch.extension.llm.runner import GenerationConfig, TextLLMRunner
+    with tempfile.TemporaryDirectory() as tmp:
+        pte, tokenizer = Path(tmp) / "model.pte", Path(tmp) / "tokenizer.json"
+        program.save(pte)
+        tokenizer.write_text(json.dumps(tokenizer_json()))
+        try:
+            with _c_output_to(log):
+                runner = TextLLMRunner(str(pte), str(tokenizer))
+                config = GenerationConfig(max_new_tokens=new_tokens, temperature=0.0, num_bos=0, num_eos=0,
+                                          echo=False)
+                runner.generate(as_text(prompt), config, token_callback=pieces.append)
+        except RuntimeError as exc:
+            reasons = [line for line in runtime_log_lines(log[-1]) if "not found" in line or "ailed" in line]
+            message = str(exc).replace(str(pte), pte.name)  # the temporary directory's name changes every run
+            raise RuntimeError(f"{message}: {'; '.join(reasons) or 'the runner logged no reason'}") from None
+        del runner
+    return [int(t) for t in re.findall(r"t(\d+)", "".join(pieces))]
+
+
 # ----- predictions ----------------------------------------------------------------------------------
 def _tokens_match() -> Reveal:
     art = lower_decode_step()
@@ -513,6 +599,27 @@ def _prefill_arena() -> Reveal:
         why_not={o: r for o, r in reasons.items() if o != answer})
 
 
+def _runner_plain() -> Reveal:
+    prompt = PROMPTS[0]
+    eager = eager_tokens(prompt)
+    options = dict(zip(("same", "different", "refused"), RUNNER_OPTIONS))
+    try:
+        tokens = runner_tokens(lower_decode_step(), prompt)
+    except RuntimeError as exc:
+        answer, evidence = options["refused"], f"the runner refused it: {exc}"
+        reasons = {options["same"]: f"it generated nothing: {exc}",
+                   options["different"]: "it did not get as far as a token: it read the program's metadata first"}
+    else:
+        answer = options["same"] if tokens == eager else options["different"]
+        evidence = f"generate {eager}, runner {tokens}"
+        reasons = {o: evidence for o in options.values() if o != answer}
+        reasons[options["refused"]] = f"it ran: {evidence}"
+    return Reveal(answer, (
+        f"{evidence}. The runner takes its settings from the program (methods that return a constant), and "
+        "get_max_seq_len is the one it cannot do without."), why_not={o: r for o, r in reasons.items() if o != answer})
+
+
+RUNNER_OPTIONS = ("the same tokens as generate", "different tokens", "it refuses the program")
 SHARED_OPTIONS = (f"all {NEW_TOKENS} the same as eager", "the first the same, then different",
                   "decode's first call is refused")
 ARENA_OPTIONS = ("prefill (Dim 1–32)", "prefill_16", "all the same: the arena holds the cache")
@@ -523,6 +630,10 @@ SLOT_OPTIONS = ("nothing: the cache is not in the arena", "about the cache's own
 TOKEN_OPTIONS = (f"all {NEW_TOKENS} the same", "the first the same, then they drift apart",
                  "different from the first token")
 QUESTIONS = [
+    Question("13.runner_plain", LESSON,
+             "ExecuTorch's TextLLMRunner is given the decode program of section 4 (forward(input_ids, "
+             "cache_position), the KV cache inside), a tokenizer file, and the prompt t5t17t42, greedy:",
+             RUNNER_OPTIONS, _runner_plain),
     Question("13.shared_cache", LESSON,
              "One program, two methods of the same DecodeStep, so of the same cache buffers: prefill (the prompt, 1 to "
              "32 tokens: a bounded Dim) and decode (one token), built with to_executorch()'s defaults. The app "

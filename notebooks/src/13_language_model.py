@@ -9,7 +9,8 @@
 # - three ways to feed the prompt (token by token, one prefill method with a `Dim`, prompt buckets), and the one
 #   option without which a prefill method and a decode method do not share their cache;
 # - three traps of this model kind, live: a position passed as an `int`, a prompt and answer longer than the cache,
-#   positions that do not match the tokens.
+#   positions that do not match the tokens;
+# - what ExecuTorch's own LLM runner needs from a program, and its tokens next to eager's.
 #
 # **Terms**: everything from the table in [lesson 00](00_start_here.ipynb), and:
 #
@@ -350,6 +351,58 @@ print(".pte, bug: ", shifted)
 # whole sequences catches it, as in section 4.
 
 # %% [markdown]
+# ## 7. ExecuTorch's own LLM runner
+#
+# An app need not write the loop itself: ExecuTorch ships a C++ runner for text language models, `TextLLMRunner`
+# (in the wheel as `executorch.extension.llm.runner`): it reads a `.pte` and a tokenizer file, feeds the prompt,
+# decodes, samples and streams text. The lesson's module runs it on a program and a tokenizer:
+
+# %%
+show_source(lm.runner_tokens)
+
+# %% [markdown]
+# Given the program of section 4, which decodes like `generate` in the app's loop:
+
+# %%
+questions.ask("13.runner_plain")
+
+# %%
+runner_refusal = helpers.show_error(lm.runner_tokens, program, lm.PROMPTS[0])
+
+# %% [markdown]
+# The runner reads its settings from the program itself: methods without inputs that return a constant. It refuses
+# a program without `get_max_seq_len`; for the others it has defaults (`llm_runner_helper.cpp`). With
+# `enable_dynamic_shape` false it feeds the prompt one token per call of `forward`; with two inputs it takes the
+# second for the position. `to_edge_transform_and_lower(..., constant_methods=...)` adds them, and
+# `helpers.lower_methods` passes them on:
+
+# %%
+print(lm.RUNNER_METADATA)
+show_source(lm.lower_for_runner)
+
+# %% [markdown]
+# The tokenizer: the weights are random, so there are no words to learn. Token id i is the text `t<i>`, written in
+# Hugging Face's `tokenizer.json` format, which the runner's C++ tokenizer reads. Id 0 is its special `<bos>`, which
+# the runner also takes as the end of the text (none of the answers below contains it):
+
+# %%
+tokenizer = lm.tokenizer_json()
+print(tokenizer["pre_tokenizer"], tokenizer["added_tokens"][0]["content"], len(tokenizer["model"]["vocab"]))
+print(lm.as_text(lm.PROMPTS[0]))
+
+# %% [markdown]
+# The runner's greedy answers (temperature 0), decoded back to ids, next to `generate`'s:
+
+# %%
+for_runner = lm.lower_for_runner()
+runner_rows = []
+for prompt in lm.PROMPTS:
+    eager, runner = lm.eager_tokens(prompt), lm.runner_tokens(for_runner, prompt)
+    runner_rows.append(eager == runner)
+    print(f"prompt {lm.as_text(prompt)}\n  generate {lm.as_text(eager)}\n  runner   {lm.as_text(runner)}   "
+          f"{'equal' if eager == runner else 'DIFFERENT'}")
+
+# %% [markdown]
 # ## ✏️ Exercise 13.position
 #
 # A teammate's decode step numbers the tokens itself, so that no caller can pass a wrong position:
@@ -434,4 +487,7 @@ assert {"slice_copy.Tensor"} <= {d["op"] for d in lm.declined_only_by_dim()}
 assert "SymInt" in next(d["reason"] for d in lm.declined_only_by_dim() if d["op"] == "slice_copy.Tensor")
 assert app_step.next_position == len(lm.PROMPTS[0]) + lm.NEW_TOKENS - 1  # eager, its counter counted every call
 assert exercises.get("13.position").check(exercises.solution("13.position")).passed
+assert questions.get("13.runner_plain").actual()[0] == "it refuses the program"
+assert all(runner_rows) and "get_max_seq_len not found" in str(runner_refusal), runner_refusal
+assert all(0 not in lm.eager_tokens(p) for p in lm.PROMPTS)  # the tokenizer's end-of-text id never came up
 print("checked")
