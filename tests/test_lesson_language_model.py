@@ -130,3 +130,15 @@ def test_executorchs_llm_runner_generates_generates_tokens_and_prints_nothing(ca
 def test_the_runner_refuses_a_program_without_its_metadata_with_its_own_reason():
     with pytest.raises(RuntimeError, match="model.pte: Required metadata method get_max_seq_len not found"):
         LM.runner_tokens(LM.lower_decode_step(), LM.PROMPTS[0])
+
+
+def test_the_prefill_state_card_says_what_the_runs_say():
+    card = next(c for c in LM.CARDS if c.id == "13.prefill_state")
+    dim, buckets = LM.lower_prefill_decode("dim"), LM.lower_prefill_decode("buckets")
+    said = card.follow_ups[1][1]
+    assert f"its arena was {dim.planned_memory_bytes('prefill'):,} bytes against " \
+           f"{buckets.planned_memory_bytes('prefill_16'):,} for a 16-token bucket" in said
+    assert dim.delegation("prefill").coverage < buckets.delegation("prefill_16").coverage  # "delegated less"
+    separate = LM.lower_prefill_decode("dim", share_mutable_buffers=False)
+    tokens, eager = LM.prefill_then_decode(separate, LM.PROMPTS[1]), LM.eager_tokens(LM.PROMPTS[1])
+    assert tokens[0] == eager[0] and tokens[1] != eager[1]  # "the error starts at the second new token"

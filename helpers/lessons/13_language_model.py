@@ -824,6 +824,34 @@ CARDS = [
              "only: no error, wrong tokens. Only a comparison with eager over whole sequences would show it, which "
              "is why the parity test feeds real prompts and answers, not one step."))),
     Card(
+        id="13.prefill_state", lesson=LESSON, topic="language models on device", kind="diagnosis",
+        held_back=True,
+        question=("Your on-device language model has a prefill method for the prompt and a decode method for each new "
+                  "token, in one .pte. The first new token is right; every later one is wrong, and nothing reports an "
+                  "error. What do you suspect, and how do you fix it?"),
+        answer=("That the two methods do not share the KV cache. The cache is mutable buffers, and ExecuTorch's memory "
+                "planner plans each method on its own, so by default each method holds its own copy: prefill writes "
+                "its copy, and its own logits give the first token, but decode attends to a copy nobody wrote. Both "
+                "have the right shape, so nothing fails. The fix is in to_executorch: MemoryPlanningPass with "
+                "share_mutable_buffers=True gives buffers of the same name one place, in an arena of their own that "
+                "every method's plan lists, and the app's Module must share its arenas between methods "
+                "(share_memory_arenas in the C++ Module). I check it in the plan, the same offsets in both methods, "
+                "and by comparing the runtime's tokens with eager generation over whole answers."),
+        points=("mutable buffers are planned per method: by default each method has its own cache",
+                "the first token comes from prefill's own logits; decode reads a cache nobody wrote, silently",
+                "fix: MemoryPlanningPass(share_mutable_buffers=True), and shared arenas in the app's Module",
+                "verify: the same offsets in both plans, tokens equal to eager over whole answers"),
+        follow_ups=(
+            ("Why is the first token still right?",
+             "It is read from the logits of prefill's last prompt position, and prefill computed them with its own "
+             "copy of the cache, which it had just written. Only decode's calls read the other copy, so the error "
+             "starts at the second new token."),
+            ("What if you used a prefill with a bounded Dim instead of prompt buckets?",
+             "It shares the cache the same way, but it is planned for its largest prompt: on the lesson's tiny Llama "
+             "its arena was 119,168 bytes against 86,272 for a 16-token bucket, and XNNPACK "
+             "delegated less of it, because its partitioner keeps a slice with a symbolic size on portable kernels. "
+             "Buckets cost a method each and padding; I measure both."))),
+    Card(
         id="13.arena_per_slot", lesson=LESSON, topic="language models on device", kind="constraints",
         held_back=True,
         question=("Your phone gives the language model a fixed memory budget. How do you choose max_cache_len, and "
