@@ -142,3 +142,53 @@ def test_the_prefill_state_card_says_what_the_runs_say():
     separate = LM.lower_prefill_decode("dim", share_mutable_buffers=False)
     tokens, eager = LM.prefill_then_decode(separate, LM.PROMPTS[1]), LM.eager_tokens(LM.PROMPTS[1])
     assert tokens[0] == eager[0] and tokens[1] != eager[1]  # "the error starts at the second new token"
+
+
+def _answer(code: str, **globals_):
+    from helpers import exercises
+
+    exercise = exercises.get("13.position")
+    namespace = {**exercise.context(), **globals_}
+    exec(compile(code, f"<answer {len(code)} {sorted(globals_)}>", "exec"), namespace)
+    return namespace["answer"]
+
+
+def test_a_rechecked_answer_is_recognised_by_its_source_and_what_its_globals_stand_for():
+    """The exercise skips the export for an answer it has built before; "the same" means the same class source and
+    the same values of the globals it reads, and anything it cannot describe gets no shortcut."""
+    import linecache
+
+    code = ("class S(lm.AppStep):\n    def forward(self, input_ids, cache_position):\n"
+            "        return self.cached(input_ids=input_ids, cache_position=cache_position + SHIFT)\nanswer = S\n")
+    filename = "<13 fingerprint test>"
+    linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)  # as a notebook cell is
+    from helpers import exercises
+
+    def build(**globals_):
+        namespace = {**exercises.get("13.position").context(), **globals_}
+        exec(compile(code, filename, "exec"), namespace)
+        return namespace["answer"]
+
+    first, again, shifted = build(SHIFT=0), build(SHIFT=0), build(SHIFT=1)
+    assert first is not again
+    assert LM._answer_fingerprint(first) == LM._answer_fingerprint(again) is not None
+    assert LM._answer_fingerprint(shifted) != LM._answer_fingerprint(first)
+    assert LM._answer_fingerprint(build(SHIFT=[0])) is None  # a list: what it holds may change, no shortcut
+
+
+def test_a_class_that_names_itself_is_fingerprinted_without_recursing():
+    from helpers import exercises
+
+    answer = exercises.get("13.position").build(
+        "class S(lm.AppStep):\n    def forward(self, input_ids, cache_position):\n"
+        "        return super(S, self).forward(input_ids, cache_position)\nanswer = S\n")
+    assert LM._answer_fingerprint(answer) is not None
+
+
+def test_a_starter_checked_after_the_solution_still_fails_on_the_device():
+    from helpers import exercises
+
+    exercise = exercises.get("13.position")
+    assert exercise.check(exercise.solution).passed
+    grade = exercise.check(exercise.starter)
+    assert not grade.passed and "differs from eager's, with no error" in grade.feedback, grade.report()
