@@ -171,6 +171,31 @@ def _recording_code_hash() -> str:
     return hashlib.sha256(b"".join((here / f).read_bytes() for f in _RECORDING_CODE)).hexdigest()[:16]
 
 
+# ----- recipes: a program known by how it is made, before it is exported --------------------------
+def _recipe_path(recipe: str) -> Path:
+    digest = hashlib.sha256(json.dumps([recipe, _versions()], sort_keys=True).encode()).hexdigest()[:32]
+    return cache_dir() / f"recipe-{digest}.json"
+
+
+def recipe_program(recipe: str) -> str | None:
+    """The key of the program ``recipe`` produced before (see :func:`note_recipe`), or ``None``."""
+    path = _recipe_path(recipe)
+    if not path.exists():
+        return None
+    try:
+        return str(json.loads(path.read_text())["program"])
+    except (ValueError, KeyError, TypeError):  # a damaged note: as if there were none
+        path.unlink(missing_ok=True)
+        return None
+
+
+def note_recipe(recipe: str, key: str) -> None:
+    """Note that ``recipe`` produced the program ``key``. A recipe is a string naming everything the program
+    depends on besides the library's recording code and the versions of torch and ExecuTorch (added here): the
+    caller's own source, its arguments, other libraries' versions."""
+    _atomic_write(_recipe_path(recipe), json.dumps({"program": key}).encode())
+
+
 # ----- storage -------------------------------------------------------------------------------
 def _atomic_write(path: Path, data: bytes) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")

@@ -31,7 +31,7 @@ import logging
 import re
 import sys
 import traceback
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import torch
@@ -44,7 +44,8 @@ from .contract import contract_from_export, forward_parameter_names
 from .operators import BOOKKEEPING, CONTROL_FLOW
 from .records import ProgramRecord
 
-__all__ = ["lower", "lower_methods", "export_methods", "lower_exported", "stage_of", "BACKENDS", "STAGES"]
+__all__ = ["lower", "lower_methods", "export_methods", "lower_exported", "lower_by_recipe", "known_by_recipe",
+           "remember_recipe", "stage_of", "BACKENDS", "STAGES"]
 
 STAGES = ("export", "lower", "load")
 _STAGE_ATTRIBUTE = "_exportlab_stage"
@@ -533,6 +534,45 @@ def lower(model: torch.nn.Module, example_args: Any, *, dynamic_shapes: Any = No
     ``strict=True`` exports with Dynamo, as some wrappers need (``transformers``' static-cache wrapper: lesson 13).
     """
     return lower_methods({"forward": (model, example_args, dynamic_shapes)}, backend=backend, strict=strict)
+
+
+def known_by_recipe(recipe: str, *, label: str = "forward") -> PteArtifact | None:
+    """The program ``recipe`` produced before (:func:`lower_by_recipe`), loaded, if the cache still has it; its
+    progress line then reads as a cache hit of :func:`lower` does (``label`` names the methods), so that what a
+    notebook prints does not depend on which way the program was found."""
+    key = cache.recipe_program(recipe)
+    if key is None:
+        return None
+    memory_key = f"{cache.cache_dir()}/{key}"
+    if memory_key not in _MEMORY:
+        stored = cache.load_entry(key)
+        if stored is None:
+            return None
+        _MEMORY[memory_key] = PteArtifact(*stored)
+    artifact = _MEMORY[memory_key]
+    _Progress(f"{label} → .pte ({artifact.backend})").done("ready")
+    return artifact
+
+
+def remember_recipe(recipe: str, artifact: PteArtifact) -> None:
+    """Note that ``recipe`` produced ``artifact`` (what :func:`known_by_recipe` finds next time)."""
+    cache.note_recipe(recipe, artifact.key)
+
+
+def lower_by_recipe(recipe: str, build: Callable[[], PteArtifact], *, label: str = "forward") -> PteArtifact:
+    """``build()`` (a :func:`lower` or :func:`lower_methods` call) once per ``recipe``.
+
+    The cache's key is computed from the exported program, so even a cache hit exports first; a strict export of a
+    language model takes 1–2 s per method. ``recipe`` names the program by how it is made instead: the first build
+    notes which program it produced, and a later call with the same recipe loads it without exporting. The
+    recipe must name everything the program depends on besides this library's recording code and the versions of
+    torch and ExecuTorch, which are added (see :func:`helpers.cache.note_recipe`)."""
+    artifact = known_by_recipe(recipe, label=label)
+    if artifact is not None:
+        return artifact
+    artifact = build()
+    remember_recipe(recipe, artifact)
+    return artifact
 
 
 def forget_in_memory() -> None:

@@ -410,3 +410,48 @@ def test_constant_methods_are_in_the_program_and_in_its_key():
     assert set(loaded.method_names) == {"forward", "get_max_seq_len", "use_kv_cache"}
     assert loaded.load_method("get_max_seq_len")([]) == [32] and loaded.load_method("use_kv_cache")([]) == [True]
     assert tagged.methods == ("forward",) and torch.equal(tagged.run_raw(torch.ones(4))[0], torch.ones(4))
+
+
+def test_a_recipe_builds_once_and_then_loads_without_exporting(tmp_path, monkeypatch):
+    """lower_by_recipe: the first call builds and notes the program; the next (in memory or from disk) does not call
+    build; another recipe builds again; a damaged note is as if there were none."""
+    from helpers.lowering import known_by_recipe, lower_by_recipe
+
+    monkeypatch.setenv("EXPORTLAB_CACHE_DIR", str(tmp_path))
+    calls = []
+
+    def build():
+        calls.append(1)
+        return helpers.lower(_Add(), (torch.ones(4),), backend="portable")
+
+    first = lower_by_recipe("test/add/1", build)
+    forget_in_memory()
+    again = lower_by_recipe("test/add/1", build)
+    assert len(calls) == 1 and again.key == first.key
+    assert known_by_recipe("test/add/2") is None
+    lower_by_recipe("test/add/2", build)
+    assert len(calls) == 2
+    for note in tmp_path.glob("recipe-*.json"):
+        note.write_text("{not json")
+    forget_in_memory()
+    assert known_by_recipe("test/add/1") is None
+    lower_by_recipe("test/add/1", build)
+    assert len(calls) == 3
+
+
+def test_a_program_found_by_its_recipe_prints_what_a_cache_hit_prints(tmp_path, monkeypatch, capsys):
+    from helpers.lowering import known_by_recipe, lower_by_recipe, progress_lines
+
+    monkeypatch.setenv("EXPORTLAB_CACHE_DIR", str(tmp_path))
+    with progress_lines(True):
+        helpers.lower(_Add(), (torch.ones(4),), backend="portable")
+        capsys.readouterr()
+        forget_in_memory()
+        helpers.lower(_Add(), (torch.ones(4),), backend="portable")  # a cache hit
+        hit = "".join(capsys.readouterr()).split("\r")[-1]
+        lower_by_recipe("test/print", lambda: helpers.lower(_Add(), (torch.ones(4),), backend="portable"))
+        capsys.readouterr()
+        forget_in_memory()
+        assert known_by_recipe("test/print") is not None  # as the exercise's grader looks a program up
+        found = "".join(capsys.readouterr()).split("\r")[-1]
+    assert hit == found == "✓ forward → .pte (portable): ready\n", (hit, found)

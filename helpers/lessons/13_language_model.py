@@ -27,7 +27,7 @@ import torch
 from torch import nn
 from torch.export import Dim
 
-from helpers import cache, lowering
+from helpers import lowering
 from helpers._quiet import runtime_log_lines
 from helpers.artifact import PteArtifact
 from helpers.exercises.grading import Exercise, Verdict, base_context, lowered
@@ -91,56 +91,22 @@ def step_example(step_class: type[DecodeStep] = DecodeStep) -> tuple[torch.Tenso
     return torch.tensor([[1]]), (0 if step_class is IntPositionStep else torch.tensor([0]))
 
 
-def _recipe_path(variant: str) -> Path:
-    """Where the cache notes which program this recipe produced. The recipe is everything the program depends on:
-    this module's source (config, wrapper), the variant (step class, methods, ``max_cache_len``, seed), the
-    versions of torch, transformers and ExecuTorch, and the library code that records a program (its cache key's
-    own ingredient)."""
+def _recipe(variant: str) -> str:
+    """A recipe (:func:`helpers.lowering.lower_by_recipe`) of this lesson: this module's source (config, wrapper),
+    the installed transformers, and ``variant`` (step class, methods, ``max_cache_len``, seed, or an answer's
+    fingerprint)."""
     from importlib.metadata import version
 
-    parts = [Path(__file__).read_bytes(), variant.encode(),
-             *(version(d).encode() for d in ("torch", "transformers", "executorch")),
-             cache._recording_code_hash().encode()]
-    digest = hashlib.sha256(b"\0".join(parts)).hexdigest()[:32]
-    return cache.cache_dir() / f"recipe-{LESSON}-{digest}.json"
-
-
-_LOADED: dict[str, PteArtifact] = {}
-
-
-def _known(variant: str) -> PteArtifact | None:
-    """The program this recipe produced before, if the cache still has it (:func:`_recipe_path`)."""
-    recipe = _recipe_path(variant)
-    if not recipe.exists():
-        return None
-    known = str(json.loads(recipe.read_text())["program"])
-    if known in _LOADED:
-        return _LOADED[known]
-    stored = cache.load_entry(known)
-    if stored is None:
-        return None
-    _LOADED[known] = PteArtifact(*stored)
-    return _LOADED[known]
-
-
-def _remember(variant: str, artifact: PteArtifact) -> None:
-    cache._atomic_write(_recipe_path(variant), json.dumps({"program": artifact.key}).encode())  # never half written
-    _LOADED[artifact.key] = artifact
+    source = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
+    return f"{LESSON}/{source}/transformers {version('transformers')}/{variant}"
 
 
 def _lowered(variant: str, label: str, build: Callable[[], PteArtifact]) -> PteArtifact:
-    """``build()`` once per recipe. A strict export takes 1–2 s per method, and the cache's key is computed from
-    the exported program; so the first build also notes, under a key made of the recipe's own ingredients
-    (:func:`_recipe_path`), which program it produced, and a later call with the same recipe loads that program
-    without exporting again."""
-    artifact = _known(variant)
-    if artifact is not None:
-        lowering._Progress(f"{label} → .pte (xnnpack)").done("ready")
-        return artifact
-    with torch.no_grad():
-        artifact = build()
-    _remember(variant, artifact)
-    return artifact
+    def built() -> PteArtifact:
+        with torch.no_grad():
+            return build()
+
+    return lowering.lower_by_recipe(_recipe(variant), built, label=label)
 
 
 def lower_decode_step(max_cache_len: int = MAX_CACHE_LEN, seed: int = 0,
@@ -782,6 +748,17 @@ def _describe_global(value: Any) -> str | None:
 
 
 def _grade_position(answer: Any) -> list[Verdict]:
+    """One torch thread while grading: the eager steps of a model this small gain nothing from two, and beside
+    another busy process (a CI worker) two threads made a check 2–3× slower."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _graded_position(answer)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _graded_position(answer: Any) -> list[Verdict]:
     from helpers.artifact import RuntimeRejectedError
 
     criterion = "a step class, built as answer(tiny_llama())"
@@ -817,7 +794,7 @@ def _grade_position(answer: Any) -> list[Verdict]:
     verdicts.append(Verdict("eager, it gives generate's tokens", True, f"{len(CHECK_PROMPTS)} prompts"))
     criterion = "exports (strict), lowers and loads"
     fingerprint = _answer_fingerprint(answer)
-    program = _known(fingerprint) if fingerprint else None
+    program = lowering.known_by_recipe(_recipe(fingerprint)) if fingerprint else None
     if program is None:
         with torch.no_grad():
             program, verdict = lowered(answer(tiny_llama()), step_example(), strict=True, backend=EXERCISE_BACKEND,
@@ -827,7 +804,7 @@ def _grade_position(answer: Any) -> list[Verdict]:
         if program is None:
             return verdicts
         if fingerprint:
-            _remember(fingerprint, program)
+            lowering.remember_recipe(_recipe(fingerprint), program)
     else:  # the same answer as a check before: its program, without exporting it again
         verdicts.append(Verdict(criterion, True, f"{program.delegation().portable_nodes} nodes on the portable kernels"))
     for number, prompt in enumerate(CHECK_PROMPTS, 1):  # one loaded program for every conversation, as on a phone
