@@ -224,13 +224,21 @@ def as_model(answer: Any, reference: nn.Module, *, what: str = "your model") -> 
 
 def lowered(model: nn.Module, example: tuple[Any, ...], dynamic: Any = None, *, backend: str = "xnnpack",
             hint: str = "", criterion: str = "exports, lowers and loads",
-            strict: bool = False) -> tuple[PteArtifact | None, Verdict]:
-    """Run the real pipeline on ``model``; a failure becomes a verdict quoting torch's or ExecuTorch's words."""
-    from ..diagnose import diagnose_exception
-    from ..lowering import lower, stage_of
+            strict: bool = False, recipe: str | None = None) -> tuple[PteArtifact | None, Verdict]:
+    """Run the real pipeline on ``model``; a failure becomes a verdict quoting torch's or ExecuTorch's words.
 
+    ``recipe``, when given, names the answer by how it is made (:func:`helpers.lowering.lower_by_recipe`): a
+    program built for the same recipe before is loaded without exporting again (a failure is not noted: it
+    re-runs, and says the same)."""
+    from ..diagnose import diagnose_exception
+    from ..lowering import known_by_recipe, lower, remember_recipe, stage_of
+
+    artifact = known_by_recipe(recipe) if recipe else None
     try:
-        artifact = lower(model, example, dynamic_shapes=dynamic, backend=backend, strict=strict)
+        if artifact is None:
+            artifact = lower(model, example, dynamic_shapes=dynamic, backend=backend, strict=strict)
+            if recipe:
+                remember_recipe(recipe, artifact)
     except Exception as exc:  # noqa: BLE001 - the learner's model may fail in any stage
         stage = stage_of(exc)
         if stage is None:

@@ -768,7 +768,7 @@ def _graded_position(answer: Any) -> list[Verdict]:
                         "assign the class itself (answer = YourStep), not an instance: the check builds a fresh "
                         "one for every prompt, as the app starts a new conversation")]
     try:
-        step = answer(tiny_llama())
+        answer(tiny_llama())
     except Exception as exc:  # noqa: BLE001 - the learner's constructor
         return [Verdict(criterion, False, f"answer(tiny_llama()) raised {type(exc).__name__}: {exc}",
                         "keep AppStep's constructor: (model, max_cache_len=MAX_CACHE_LEN)")]
@@ -792,21 +792,16 @@ def _graded_position(answer: Any) -> list[Verdict]:
                 "them back as generate does, for prompts as long as the cache allows"))
             return verdicts
     verdicts.append(Verdict("eager, it gives generate's tokens", True, f"{len(CHECK_PROMPTS)} prompts"))
-    criterion = "exports (strict), lowers and loads"
-    fingerprint = _answer_fingerprint(answer)
-    program = lowering.known_by_recipe(_recipe(fingerprint)) if fingerprint else None
+    fingerprint = _answer_fingerprint(answer)  # None: no shortcut, the check exports again
+    with torch.no_grad():
+        program, verdict = lowered(answer(tiny_llama()), step_example(), strict=True, backend=EXERCISE_BACKEND,
+                                   criterion="exports (strict), lowers and loads",
+                                   recipe=_recipe(fingerprint) if fingerprint else None,
+                                   hint="export reads the step's forward once: keep it to tensor operations on its "
+                                        "inputs and buffers")
+    verdicts.append(verdict)
     if program is None:
-        with torch.no_grad():
-            program, verdict = lowered(answer(tiny_llama()), step_example(), strict=True, backend=EXERCISE_BACKEND,
-                                       criterion=criterion, hint="export reads the step's forward once: keep it to "
-                                                                 "tensor operations on its inputs and buffers")
-        verdicts.append(verdict)
-        if program is None:
-            return verdicts
-        if fingerprint:
-            lowering.remember_recipe(_recipe(fingerprint), program)
-    else:  # the same answer as a check before: its program, without exporting it again
-        verdicts.append(Verdict(criterion, True, f"{program.delegation().portable_nodes} nodes on the portable kernels"))
+        return verdicts
     for number, prompt in enumerate(CHECK_PROMPTS, 1):  # one loaded program for every conversation, as on a phone
         positions: list[int] = []
 
