@@ -26,13 +26,14 @@ says so.
 from __future__ import annotations
 
 import contextlib
+import copy
 import importlib
 import logging
 import re
 import sys
 import traceback
-from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, NamedTuple
 
 import torch
 
@@ -44,7 +45,7 @@ from .contract import contract_from_export, forward_parameter_names
 from .operators import BOOKKEEPING, CONTROL_FLOW
 from .records import ProgramRecord
 
-__all__ = ["lower", "lower_methods", "export_methods", "lower_exported", "lower_by_recipe", "known_by_recipe",
+__all__ = ["lower", "lower_methods", "export_methods", "lower_exported", "ProgramOptions", "lower_by_recipe", "known_by_recipe",
            "remember_recipe", "stage_of", "BACKENDS", "STAGES"]
 
 STAGES = ("export", "lower", "load")
@@ -181,10 +182,11 @@ class _Progress:
     new text on the old one, so a shorter state would otherwise keep the tail of a longer one.
     """
 
-    def __init__(self, label: str):
+    def __init__(self, label: str | None):
+        """``label`` None: a build nobody asked for yet (a sibling: :func:`lower_exported`) shows nothing."""
         self.label = label
         self.stream = sys.stdout if "ipykernel" in sys.modules else sys.stderr
-        self.on = _progress_wanted()
+        self.on = label is not None and _progress_wanted()
         self.shown = 0  # columns of the unfinished line currently shown
 
     def _write(self, line: str, *, final: bool) -> None:
@@ -374,23 +376,55 @@ def _described(methods: dict[str, tuple[torch.nn.Module, tuple[Any, ...], Any]],
     return described
 
 
-def _build(methods: dict[str, tuple[torch.nn.Module, tuple[Any, ...], Any]],
-           exported: dict[str, torch.export.ExportedProgram], backend: str,
-           key: str, progress: _Progress, share_mutable_buffers: bool = False,
-           constant_methods: Mapping[str, Any] | None = None) -> tuple[bytes, ProgramRecord]:
+class ProgramOptions(NamedTuple):
+    """What may differ between programs built from one lowering: memory planning's option and constant methods
+    (see :func:`lower_methods`)."""
+
+    share_mutable_buffers: bool = False
+    constant_methods: Mapping[str, Any] | None = None
+
+
+def _lower_to_edge(exported: dict[str, torch.export.ExportedProgram], backend: str,
+                   progress: _Progress) -> tuple[Any, list[tuple[str, str, str]]]:
+    """``to_edge_transform_and_lower`` (the costly part: XNNPACK's passes run once per delegated subgraph), and the
+    partitioner's reasons for what it declined."""
     import_executorch_quietly()
-    from executorch.exir import ExecutorchBackendConfig, to_edge_transform_and_lower
-    from executorch.exir.passes import MemoryPlanningPass
+    from executorch.exir import to_edge_transform_and_lower
 
     progress.step(f"lowering to {backend}")
     partitioner = [_xnnpack_partitioner()] if backend == "xnnpack" else []
     with _stage("lower"), captured_output(), _partitioner_reasons() as reasons:
-        edge = to_edge_transform_and_lower(dict(exported), partitioner=partitioner,
-                                           constant_methods=dict(constant_methods) if constant_methods else None)
+        edge = to_edge_transform_and_lower(dict(exported), partitioner=partitioner)
+    return edge, reasons
+
+
+def _with_constant_methods(edge: Any, order: list[str], constant_methods: Mapping[str, Any] | None) -> Any:
+    """The lowered methods with ``constant_methods`` beside them: a new manager made as ``to_backend`` makes one
+    (``to_edge_transform_and_lower(constant_methods=...)`` only stores them; nothing is lowered for them)."""
+    if not constant_methods:
+        return edge
+    from executorch.exir import EdgeCompileConfig, EdgeProgramManager
+
+    return EdgeProgramManager({name: edge.exported_program(name) for name in order},
+                              dict(constant_methods), EdgeCompileConfig(_check_ir_validity=False))
+
+
+def _build(methods: dict[str, tuple[torch.nn.Module, tuple[Any, ...], Any]],
+           exported: dict[str, torch.export.ExportedProgram], backend: str,
+           key: str, progress: _Progress, lowered: tuple[Any, list[tuple[str, str, str]]],
+           options: ProgramOptions) -> tuple[bytes, ProgramRecord]:
+    """The ``.pte`` of ``lowered`` (from :func:`_lower_to_edge`, consumed: ``to_executorch`` rewrites its graphs)
+    with ``options``, loaded once to read what the runtime says about each method, and its record."""
+    from executorch.exir import ExecutorchBackendConfig
+    from executorch.exir.passes import MemoryPlanningPass
+
+    edge, reasons = lowered
+    edge = _with_constant_methods(edge, list(exported), options.constant_methods)
+    with _stage("lower"), captured_output():
         progress.step("to_executorch (memory planning)")
         program = (edge.to_executorch(ExecutorchBackendConfig(
             memory_planning_pass=MemoryPlanningPass(share_mutable_buffers=True)))
-            if share_mutable_buffers else edge.to_executorch())
+            if options.share_mutable_buffers else edge.to_executorch())
         pte = bytes(program.buffer)
     plans = {plan.name: list(plan.non_const_buffer_sizes) for plan in program.executorch_program.execution_plan}
     read_back = serialized.read_methods(pte)  # instructions and memory plan, read while the compiler is loaded
@@ -460,11 +494,17 @@ def _declined_for(method: str, reasons: list[tuple[str, str, str]], edge_ep: Any
 
 def lower_exported(methods: dict[str, tuple[torch.nn.Module, tuple[Any, ...], Any]],
                    exported: dict[str, torch.export.ExportedProgram], *, backend: str = "xnnpack",
-                   share_mutable_buffers: bool = False, constant_methods: Mapping[str, Any] | None = None) -> PteArtifact:
-    """Lower already-exported methods (from :func:`export_methods`), or load them from the cache."""
+                   share_mutable_buffers: bool = False, constant_methods: Mapping[str, Any] | None = None,
+                   siblings: Sequence[ProgramOptions] = ()) -> PteArtifact:
+    """Lower already-exported methods (from :func:`export_methods`), or load them from the cache.
+
+    ``siblings``: other options (:class:`ProgramOptions`) to build from the same lowering when this program has to
+    be built, each cached under its own key (what a later call with those options loads), none returned. Lowering
+    is the costly part; memory planning and constant methods come after it."""
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
-    key = cache.program_key(exported, _described(methods, share_mutable_buffers, constant_methods), backend)
+    wanted = ProgramOptions(share_mutable_buffers, constant_methods)
+    key = _key(methods, exported, backend, wanted)
     label = f"{'+'.join(methods)} → .pte ({backend})"
     progress = _Progress(label)
     memory_key = f"{cache.cache_dir()}/{key}"
@@ -483,8 +523,17 @@ def lower_exported(methods: dict[str, tuple[torch.nn.Module, tuple[Any, ...], An
                     # Lowering may draw random numbers; a cold build must leave the caller's RNG exactly
                     # as a cache hit does, or printed values would depend on the cache state.
                     with torch.random.fork_rng(devices=[]):
-                        pte, meta = _build(methods, exported, backend, key, progress, share_mutable_buffers,
-                                           constant_methods)
+                        lowered = _lower_to_edge(exported, backend, progress)
+                        others = [(k, o) for i, o in enumerate(siblings) if o != wanted and o not in siblings[:i]
+                                  for k in [_key(methods, exported, backend, o)] if cache.load_entry(k) is None]
+                        for other_key, options in others:  # each from a copy: to_executorch rewrites the graphs
+                            try:
+                                other = _build(methods, exported, backend, other_key, _Progress(None),
+                                               (copy.deepcopy(lowered[0]), lowered[1]), options)
+                            except Exception:  # noqa: BLE001 - built for later: its own call builds and reports
+                                continue
+                            cache.store_entry(other_key, *other)
+                        pte, meta = _build(methods, exported, backend, key, progress, lowered, wanted)
                 except BaseException as exc:
                     progress.fail(exc)
                     _record_failure(key, exc)
@@ -498,8 +547,15 @@ def lower_exported(methods: dict[str, tuple[torch.nn.Module, tuple[Any, ...], An
     return artifact
 
 
+def _key(methods: dict[str, tuple[torch.nn.Module, tuple[Any, ...], Any]],
+         exported: dict[str, torch.export.ExportedProgram], backend: str, options: ProgramOptions) -> str:
+    return cache.program_key(exported, _described(methods, options.share_mutable_buffers, options.constant_methods),
+                             backend)
+
+
 def lower_methods(methods: Mapping[str, Any], *, backend: str = "xnnpack", strict: bool = False,
-                  share_mutable_buffers: bool = False, constant_methods: Mapping[str, Any] | None = None) -> PteArtifact:
+                  share_mutable_buffers: bool = False, constant_methods: Mapping[str, Any] | None = None,
+                  siblings: Sequence[ProgramOptions] = ()) -> PteArtifact:
     """Export several methods into ONE ``.pte`` (bucketing, hoisting a decision into the app).
 
     ``methods`` maps a method name to ``(model, example_args)`` or
@@ -515,13 +571,16 @@ def lower_methods(methods: Mapping[str, Any], *, backend: str = "xnnpack", stric
 
     ``constant_methods`` adds methods without inputs that return a constant (``to_edge_transform_and_lower``'s
     option of that name): metadata an app reads from the program, such as the LLM runner's ``get_max_seq_len``.
+
+    ``siblings`` (:class:`ProgramOptions`): when this program has to be built, build these variants of it from the
+    same lowering too, for later calls (see :func:`lower_exported`).
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     with torch.random.fork_rng(devices=[]):  # tracing may draw random numbers: leave the caller's RNG alone
         normalised, exported = export_methods(methods, strict=strict)
     return lower_exported(normalised, exported, backend=backend, share_mutable_buffers=share_mutable_buffers,
-                          constant_methods=constant_methods)
+                          constant_methods=constant_methods, siblings=siblings)
 
 
 def lower(model: torch.nn.Module, example_args: Any, *, dynamic_shapes: Any = None,

@@ -412,6 +412,44 @@ def test_constant_methods_are_in_the_program_and_in_its_key():
     assert tagged.methods == ("forward",) and torch.equal(tagged.run_raw(torch.ones(4))[0], torch.ones(4))
 
 
+@pytest.mark.parametrize("backend", ["portable", "xnnpack"])
+def test_siblings_come_from_one_lowering_byte_for_byte_as_if_built_alone(tmp_path, monkeypatch, backend):
+    """Asking for a program with ``siblings`` builds them from the same lowering; a later call for a sibling loads
+    it without lowering, and its bytes are those a build of its own gives (memory planning's option, constant
+    methods)."""
+    from helpers import lowering
+    from helpers.lowering import ProgramOptions
+
+    ones = torch.ones(4)
+
+    def methods():
+        return ({"add": (_Add(), (ones,)), "read": (_Read(), (ones,))} if backend == "portable" else
+                {"forward": (torch.nn.Linear(4, 4), (ones[None],))})
+
+    torch.manual_seed(0)  # Linear's weights: the same in both cache directories
+    variants = [ProgramOptions(share_mutable_buffers=True), ProgramOptions(),
+                ProgramOptions(constant_methods={"get_max_seq_len": 32})]
+    alone = {}
+    for i, options in enumerate(variants):
+        monkeypatch.setenv("EXPORTLAB_CACHE_DIR", str(tmp_path / "alone"))
+        torch.manual_seed(0)
+        alone[i] = helpers.lower_methods(methods(), backend=backend, share_mutable_buffers=options.share_mutable_buffers,
+                                         constant_methods=options.constant_methods).pte_bytes
+    assert len(set(alone.values())) == 3
+    lowering.forget_in_memory()
+    monkeypatch.setenv("EXPORTLAB_CACHE_DIR", str(tmp_path / "together"))
+    torch.manual_seed(0)
+    first = helpers.lower_methods(methods(), backend=backend, share_mutable_buffers=True, siblings=variants[1:])
+    assert first.pte_bytes == alone[0]
+    lowering.forget_in_memory()
+    monkeypatch.setattr(lowering, "_lower_to_edge", lambda *a, **k: (_ for _ in ()).throw(AssertionError("lowered")))
+    for i, options in enumerate(variants):
+        torch.manual_seed(0)
+        again = helpers.lower_methods(methods(), backend=backend, share_mutable_buffers=options.share_mutable_buffers,
+                                      constant_methods=options.constant_methods)
+        assert again.pte_bytes == alone[i], options
+
+
 def test_a_recipe_builds_once_and_then_loads_without_exporting(tmp_path, monkeypatch):
     """lower_by_recipe: the first call builds and notes the program; the next (in memory or from disk) does not call
     build; another recipe builds again; a damaged note is as if there were none."""

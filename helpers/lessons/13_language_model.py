@@ -113,8 +113,10 @@ def lower_decode_step(max_cache_len: int = MAX_CACHE_LEN, seed: int = 0,
                       step_class: type[DecodeStep] = DecodeStep) -> PteArtifact:
     """Export :class:`DecodeStep` (``strict=True``, as ``transformers``' own recipe does: see the lesson), lower it
     for XNNPACK and load it, cached like every lesson's program (and by recipe: :func:`_lowered`)."""
-    return _lowered(f"{step_class.__name__}/{max_cache_len}/{seed}", "forward", lambda: lowering.lower(
-        step_class(tiny_llama(seed), max_cache_len), step_example(step_class), strict=True))
+    runner = step_class is DecodeStep and max_cache_len == MAX_CACHE_LEN  # lower_for_runner's program, + metadata
+    return _lowered(f"{step_class.__name__}/{max_cache_len}/{seed}", "forward", lambda: lowering.lower_methods(
+        {"forward": (step_class(tiny_llama(seed), max_cache_len), step_example(step_class))}, strict=True,
+        siblings=[lowering.ProgramOptions(constant_methods=RUNNER_METADATA)] if runner else ()))
 
 
 def prompt_example(n: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -147,7 +149,8 @@ def lower_prefill_decode(kind: str = "dim", share_mutable_buffers: bool = True, 
     label = "prefill+decode" if kind == "dim" else "+".join([*(f"prefill_{n}" for n in BUCKETS), "decode"])
     return _lowered(variant, label, lambda: lowering.lower_methods(
         prefill_methods(DecodeStep(tiny_llama(seed)), kind), strict=True,
-        share_mutable_buffers=share_mutable_buffers))
+        share_mutable_buffers=share_mutable_buffers,  # the lesson shows both for "dim": one lowering builds both
+        siblings=[lowering.ProgramOptions(share_mutable_buffers=not share_mutable_buffers)] if kind == "dim" else ()))
 
 
 def greedy(step: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], prompt: Sequence[int],
@@ -363,7 +366,8 @@ RUNNER_METADATA = {"get_max_seq_len": MAX_CACHE_LEN, "get_max_context_len": MAX_
 def lower_for_runner(seed: int = 0) -> PteArtifact:
     """The decode step as ``forward``, with :data:`RUNNER_METADATA` as constant methods, strict export, XNNPACK."""
     return _lowered(f"runner/{sorted(RUNNER_METADATA.items())}/{seed}", "forward", lambda: lowering.lower_methods(
-        {"forward": (DecodeStep(tiny_llama(seed)), step_example())}, strict=True, constant_methods=RUNNER_METADATA))
+        {"forward": (DecodeStep(tiny_llama(seed)), step_example())}, strict=True, constant_methods=RUNNER_METADATA,
+        siblings=[lowering.ProgramOptions()]))  # the plain program (lower_decode_step) from the same lowering
 
 
 def tokenizer_json() -> dict[str, Any]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 import json
 import re
+import threading
 import urllib.request
 
 from .conftest import OUTPUT, record_first_verdict, record_latencies
@@ -38,13 +39,27 @@ def widget_notebooks() -> list[str]:
     return names
 
 
-def shutdown_kernels(server) -> None:
+def shutdown_kernels(server, wait: bool = True) -> None:
+    """Shut down the kernels of the sessions open now. ``wait=False``: in a background thread (the server waits
+    for each kernel process to exit, 1.5-2 s, while the next lesson opens); the sessions are listed first, so a
+    session opened later is never shut down by it."""
     headers = {"Authorization": f"token {server.token}"}
     with urllib.request.urlopen(urllib.request.Request(f"{server.url}/api/sessions", headers=headers)) as r:
         sessions = json.load(r)
-    for s in sessions:
-        urllib.request.urlopen(urllib.request.Request(f"{server.url}/api/sessions/{s['id']}", headers=headers,
-                                                      method="DELETE"))
+
+    def delete() -> None:
+        for s in sessions:
+            try:
+                urllib.request.urlopen(urllib.request.Request(f"{server.url}/api/sessions/{s['id']}",
+                                                              headers=headers, method="DELETE"))
+            except OSError:  # the server stopped first (the end of the test session): nothing left to shut down
+                if wait:
+                    raise
+
+    if wait:
+        delete()
+    else:
+        threading.Thread(target=delete, name="shutdown-kernels", daemon=True).start()
 
 
 def assert_nothing_revealed(lesson: LessonPage, name: str) -> None:
@@ -195,7 +210,7 @@ def use_lesson_like_a_learner(lab_server, browser, name: str) -> None:
         record_latencies(name.removesuffix(".ipynb"), latencies, first_reveals)
     finally:
         page.close()
-        shutdown_kernels(lab_server)
+        shutdown_kernels(lab_server, wait=False)
 
 
 # ----- what specific lessons must show ---------------------------------------------------------------
