@@ -192,3 +192,24 @@ def test_a_starter_checked_after_the_solution_still_fails_on_the_device():
     assert exercise.check(exercise.solution).passed
     grade = exercise.check(exercise.starter)
     assert not grade.passed and "differs from eager's, with no error" in grade.feedback, grade.report()
+
+
+def test_the_prefill_cost_card_says_what_the_runs_say():
+    """13.prefill_cost's figures: each strategy's arena and delegated share as the programs have them, the token by
+    token calls, the 21-token prompt refused by the buckets and taken by the Dim prefill."""
+    card = next(c for c in LM.CARDS if c.id == "13.prefill_cost")
+    decode, dim, buckets = LM.lower_decode_step(), LM.lower_prefill_decode("dim"), LM.lower_prefill_decode("buckets")
+    said = " ".join(card.answer.split())
+    assert (f"its arena was {dim.planned_memory_bytes('prefill'):,} bytes and "
+            f"{dim.delegation('prefill').coverage:.0%} of its nodes".replace("%", " %")) in said
+    assert f"against {decode.planned_memory_bytes():,} bytes for the decode step" in said
+    assert (f"{buckets.planned_memory_bytes('prefill_16'):,} bytes for the 16-token bucket and "
+            f"{buckets.delegation('prefill_16').coverage:.0%} delegated".replace("%", " %")) in said
+    assert [calls for calls, _ in LM._first_token_calls(14)] == [14, 1, 1]  # n calls token by token, one prefill call
+    declined = {d["op"] for d in LM.declined_only_by_dim()}
+    assert any("slice" in op for op in declined), declined  # "declines, among others, a slice of symbolic size"
+    prompt = list(range(1, 22))
+    LM.check_fits(prompt)
+    with pytest.raises(ValueError, match="fits no bucket"):
+        LM.prefill_then_decode(buckets, prompt)
+    assert LM.prefill_then_decode(dim, prompt) == LM.eager_tokens(prompt)

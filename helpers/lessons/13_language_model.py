@@ -935,6 +935,36 @@ CARDS = [
              "delegated less of it, because its partitioner keeps a slice with a symbolic size on portable kernels. "
              "Buckets cost a method each and padding; I measure both."))),
     Card(
+        id="13.prefill_cost", lesson=LESSON, topic="language models on device", kind="trade-off",
+        held_back=True,
+        question=("Your on-device language model decodes fast, but the wait for its first token grows with the length "
+                  "of the prompt. Why, and what would you change? What does each option cost?"),
+        answer=("The app feeds the prompt through the decode step one token per call, so a prompt of n tokens costs n "
+                "runtime calls before the first new token. A prefill method takes the whole prompt in one call and "
+                "writes all its keys and values at once. There are two ways to export it. One method with a bounded "
+                "Dim for the prompt length is planned for its largest prompt and partly falls back to portable "
+                "kernels (XNNPACK's partitioner declines, among others, a slice of symbolic size): on the lesson's "
+                "tiny Llama its arena was 119,168 bytes and 49 % of its nodes were delegated, against 59,136 "
+                "bytes for the decode step. Prompt buckets are one static method per bucket, the prompt padded to "
+                "the next bucket: 86,272 bytes for the 16-token bucket and 61 % delegated, but a method each in the "
+                ".pte and wasted work on the padding. Either way prefill and decode must share the KV cache, and I "
+                "check the tokens against eager generation over whole answers before measuring the time to the first "
+                "token."),
+        points=("token by token: n runtime calls before the first token",
+                "a prefill method takes the prompt in one call",
+                "a bounded Dim: one method, planned for its largest prompt, less delegated",
+                "buckets: a static method each, padding, best delegation, a larger .pte",
+                "prefill and decode share the cache; tokens checked against eager"),
+        follow_ups=(
+            ("Why does padding a prompt to its bucket not change the answer?",
+             "The padding's keys and values are written to the slots after the prompt, where the causal mask hides "
+             "them from every prompt token, and the first decode step writes its own token into the first of those "
+             "slots. On the lesson's model the tokens equal eager's for prompts of 1, 8, 9 and 16 tokens."),
+            ("What if a prompt is longer than the largest bucket?",
+             "No method takes it, so the app has to refuse it on the host with its own message, or the product has "
+             "to add a larger bucket and pay its arena and its method. The lesson's bucket program refuses a "
+             "21-token prompt on the host; the Dim prefill takes it, as its bound allows."))),
+    Card(
         id="13.arena_per_slot", lesson=LESSON, topic="language models on device", kind="constraints",
         held_back=True,
         question=("Your phone gives the language model a fixed memory budget. How do you choose max_cache_len, and "
