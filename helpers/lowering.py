@@ -45,8 +45,8 @@ from .contract import contract_from_export, forward_parameter_names
 from .operators import BOOKKEEPING, CONTROL_FLOW
 from .records import ProgramRecord
 
-__all__ = ["lower", "lower_methods", "export_methods", "lower_exported", "ProgramOptions", "lower_by_recipe", "known_by_recipe",
-           "remember_recipe", "stage_of", "BACKENDS", "STAGES"]
+__all__ = ["lower", "lower_methods", "export_methods", "lower_exported", "ProgramOptions", "lower_by_recipe",
+           "known_by_recipe", "remember_recipe", "stage_of", "BACKENDS", "STAGES"]
 
 STAGES = ("export", "lower", "load")
 _STAGE_ATTRIBUTE = "_exportlab_stage"
@@ -524,15 +524,8 @@ def lower_exported(methods: dict[str, tuple[torch.nn.Module, tuple[Any, ...], An
                     # as a cache hit does, or printed values would depend on the cache state.
                     with torch.random.fork_rng(devices=[]):
                         lowered = _lower_to_edge(exported, backend, progress)
-                        others = [(k, o) for i, o in enumerate(siblings) if o != wanted and o not in siblings[:i]
-                                  for k in [_key(methods, exported, backend, o)] if cache.load_entry(k) is None]
-                        for other_key, options in others:  # each from a copy: to_executorch rewrites the graphs
-                            try:
-                                other = _build(methods, exported, backend, other_key, _Progress(None),
-                                               (copy.deepcopy(lowered[0]), lowered[1]), options)
-                            except Exception:  # noqa: BLE001 - built for later: its own call builds and reports
-                                continue
-                            cache.store_entry(other_key, *other)
+                        for options in (o for o in siblings if o != wanted):
+                            _build_sibling(methods, exported, backend, lowered, options)
                         pte, meta = _build(methods, exported, backend, key, progress, lowered, wanted)
                 except BaseException as exc:
                     progress.fail(exc)
@@ -545,6 +538,22 @@ def lower_exported(methods: dict[str, tuple[torch.nn.Module, tuple[Any, ...], An
     _MEMORY[memory_key] = artifact
     progress.done("ready")
     return artifact
+
+
+def _build_sibling(methods: dict[str, tuple[torch.nn.Module, tuple[Any, ...], Any]],
+                   exported: dict[str, torch.export.ExportedProgram], backend: str,
+                   lowered: tuple[Any, list[tuple[str, str, str]]], options: ProgramOptions) -> None:
+    """Build and cache ``options``' program from a copy of ``lowered`` (``to_executorch`` rewrites the graphs it is
+    given), silently, unless the cache has it. A failure is left to the sibling's own call, which builds and reports."""
+    key = _key(methods, exported, backend, options)
+    if cache.load_entry(key) is not None:
+        return
+    try:
+        pte, meta = _build(methods, exported, backend, key, _Progress(None), (copy.deepcopy(lowered[0]), lowered[1]),
+                           options)
+    except Exception:  # noqa: BLE001 - built for later only
+        return
+    cache.store_entry(key, pte, meta)
 
 
 def _key(methods: dict[str, tuple[torch.nn.Module, tuple[Any, ...], Any]],
