@@ -1,5 +1,6 @@
 # exportlab — two commands matter:  `make lab` (open the lessons)  and  `make test` (run every check).
-# Both create .venv/ with Python 3.11 on first use and install requirements.txt + helpers (editable).
+# Both create .venv/ with Python 3.11 on first use and install requirements.txt + this project (editable: the
+# export-doctor command, `import exportlab`; tools/checkout_path.py makes `import helpers` read this checkout).
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
@@ -17,11 +18,12 @@ help:
 	@echo "make cards  - printable interview answer cards: build/interview-cards.html"
 	@echo "make bench  - a newcomer's timings (make lab URL, Run All per lesson, widgets, checks); rewrites README timings"
 
-$(STAMP): requirements.txt pyproject.toml tools/kernelspec.py
+$(STAMP): requirements.txt pyproject.toml tools/kernelspec.py tools/checkout_path.py
 	@test -d $(VENV) || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements.txt
 	$(BIN)/python -m pip install --quiet --no-deps -e .
+	$(BIN)/python tools/checkout_path.py >/dev/null
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (exportlab)" >/dev/null
 	$(BIN)/python tools/kernelspec.py >/dev/null
 	touch $(STAMP)

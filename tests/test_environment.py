@@ -47,6 +47,18 @@ def test_installed_versions_match_the_pins():
         assert installed.split("+")[0] == version, f"{name}: installed {installed}, pinned {version}"
 
 
+def test_the_installable_doctor_depends_on_the_same_pins():
+    # pyproject's dependencies (what `pip install` of export-doctor pulls) are a subset of requirements.txt, pinned
+    # the same: the doctor's import closure needs torch, executorch and numpy (tests/test_install.py runs it)
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    declared = dict(re.fullmatch(r"([A-Za-z][\w.-]*)==(\S+)", d).groups() for d in project["dependencies"])
+    assert set(declared) == {"torch", "executorch", "numpy"}
+    assert declared == {name: pins()[name] for name in declared}
+    assert project["scripts"] == {"export-doctor": "exportlab.doctor.cli:main"}
+
+
 def test_no_bare_torch_anywhere():
     for path in (ROOT / "requirements.txt", ROOT / "pyproject.toml", ROOT / "environment.yml"):
         for line in path.read_text().splitlines():

@@ -1,6 +1,9 @@
-"""``python -m helpers.doctor``: the diagnosis workflow of the lessons, as a command for an export CI job.
+"""``export-doctor``: the diagnosis workflow of the lessons, as a command for an export CI job.
 
-    python -m helpers.doctor MODULE_OR_FILE:FACTORY --example SHAPE[:DTYPE[:HIGH]] ...
+Installed (``pip install <this project>``) it is the command ``export-doctor`` and the package ``exportlab.doctor``;
+in this checkout it is also ``python -m helpers.doctor``.
+
+    export-doctor MODULE_OR_FILE:FACTORY --example SHAPE[:DTYPE[:HIGH]] ...
         [--dim INPUT:AXIS:NAME:MIN:MAX ...] [--arg KEY=VALUE ...] [--backend xnnpack|portable]
         [--int-high N] [--seed N] [--atol X] [--rtol X] [--strict] [--min-delegated PCT]
         [--max-arena-bytes N] [--pte FILE.pte] [--bundle FILE.bpte] [--draft-export]

@@ -1,4 +1,5 @@
-"""The command line of ``python -m helpers.doctor``: arguments, loading the model, exit statuses.
+"""The command line of ``export-doctor`` (``python -m helpers.doctor`` in this checkout): arguments, loading the
+model, exit statuses.
 
 :func:`prepare` turns command-line arguments into a model, seeded example inputs and dynamic
 shapes (a :class:`Prepared`); :func:`main` runs :func:`helpers.doctor.examine` on them, prints the
@@ -192,7 +193,7 @@ def load_model(target: str, kwargs: dict[str, Any] | None = None) -> torch.nn.Mo
     """Import ``MODULE_OR_FILE:FACTORY`` and build the model (in ``eval()`` mode)."""
     where, sep, attr = target.rpartition(":")
     if not sep or not where or not attr:
-        raise UsageError(f"{target!r}: expected MODULE_OR_FILE:FACTORY, e.g. helpers.models:TinyVision or "
+        raise UsageError(f"{target!r}: expected MODULE_OR_FILE:FACTORY, e.g. my_package.models:build_model or "
                          "my_model.py:build")
     module = _import_target(where)
     factory: Any = module
@@ -408,16 +409,23 @@ class Prepared:
                 "bundle": self.bundle_path, "draft_export": self.draft_export}
 
 
+def command_name() -> str:
+    """How this process was started: ``export-doctor`` (the installed command) or ``python -m <package>.doctor``."""
+    if Path(sys.argv[0]).name == "export-doctor":
+        return "export-doctor"
+    return f"python -m {__package__}"
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         raise UsageError(message)
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="python -m helpers.doctor", description=DESCRIPTION,
+    p = _Parser(prog=command_name(), description=DESCRIPTION,
                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
     p.add_argument("target", metavar="MODULE_OR_FILE:FACTORY",
-                   help="e.g. helpers.models:TinyVision or path/to/model.py:build (a class, a function returning "
+                   help="e.g. my_package.models:build_model or path/to/model.py:build (a class, a function returning "
                         "an nn.Module, or a module instance)")
     p.add_argument("--example", action="append", default=[], metavar="SHAPE[:DTYPE[:HIGH]]",
                    help="one per forward() input, in order: 1x3x64x64, 1x16:int64, 1x16:int64:32 "
