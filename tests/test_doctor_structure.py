@@ -30,5 +30,6 @@ def test_the_layers_import_downwards():
     assert graph[f"{PACKAGE}.report"] == set(), "the report imports no other module of the doctor"
     assert graph[f"{PACKAGE}.render"] == {f"{PACKAGE}.report"}, "the renderers read the report, nothing else"
     assert f"{PACKAGE}.cli" not in graph[f"{PACKAGE}.examine"], "the pipeline never imports the command line"
+    assert graph[f"{PACKAGE}.spec"] == set(), "--spec's flattening imports no other module of the doctor"
     importers = {name for name, deps in graph.items() if f"{PACKAGE}.cli" in deps}
     assert importers <= {PACKAGE, f"{PACKAGE}.__main__"}, importers

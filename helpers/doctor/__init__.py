@@ -8,6 +8,7 @@ in this checkout it is also ``python -m helpers.doctor``.
         [--int-high N] [--seed N] [--atol X] [--rtol X] [--strict] [--min-delegated PCT]
         [--max-arena-bytes N] [--pte FILE.pte] [--bundle FILE.bpte] [--draft-export]
         [--report out.html] [--json out.json] [--junit out.xml] [--quiet] [--traceback]
+    export-doctor --spec MODULE_OR_FILE:FUNCTION [the same options, without --example, --dim, --arg, --int-high]
 
 It imports the factory (an ``nn.Module`` class, a function returning one, or a module instance),
 builds seeded example inputs, and runs the library's pipeline: ``torch.export`` (once) → lowering
@@ -22,6 +23,7 @@ traceback); **3** an internal error of the doctor itself (never reported as the 
 Progress goes to stderr.
 
 The package: :mod:`~helpers.doctor.cli` (arguments, loading the model, exit statuses),
+:mod:`~helpers.doctor.spec` (``--spec``: a model and inputs as ``torch.export.export`` takes them, made flat),
 :mod:`~helpers.doctor.examine` (the pipeline), :mod:`~helpers.doctor.report` (:class:`DoctorReport`: what
 the pipeline found, exit statuses, the verdict's rules), :mod:`~helpers.doctor.render` (text, HTML, JSON,
 JUnit, reading the report), :mod:`~helpers.doctor.shipped` (``--pte``), :mod:`~helpers.doctor.bundle`

@@ -34,10 +34,11 @@ from ..display import error_line
 from . import render
 from .examine import examine
 from .report import EXIT_ERROR, EXIT_PASS, EXIT_USAGE, DoctorReport
+from .spec import FlatSpec, SpecError, flatten_spec
 
 __all__ = ["UsageError", "ExampleSpec", "DimSpec", "Prepared", "parse_example", "parse_dim", "parse_kwarg",
-           "load_model", "make_examples", "forward_inputs", "build_dynamic_shapes", "integer_highs", "prepare", "main",
-           "DEFAULT_INT_HIGH", "DTYPES"]
+           "load_model", "load_spec", "make_examples", "forward_inputs", "build_dynamic_shapes", "integer_highs",
+           "prepare", "main", "DEFAULT_INT_HIGH", "DTYPES"]
 
 DEFAULT_INT_HIGH = 10
 
@@ -189,19 +190,26 @@ def _candidates(module: Any) -> list[str]:
     return out
 
 
-def load_model(target: str, kwargs: dict[str, Any] | None = None) -> torch.nn.Module:
-    """Import ``MODULE_OR_FILE:FACTORY`` and build the model (in ``eval()`` mode)."""
+def _resolve(target: str, what: str = "FACTORY") -> Any:
+    """Import ``MODULE_OR_FILE:NAME`` and return the object it names (``NAME`` may be dotted)."""
     where, sep, attr = target.rpartition(":")
     if not sep or not where or not attr:
-        raise UsageError(f"{target!r}: expected MODULE_OR_FILE:FACTORY, e.g. my_package.models:build_model or "
-                         "my_model.py:build")
+        example = "my_model.py:build" if what == "FACTORY" else "my_model.py:export_spec"
+        raise UsageError(f"{target!r}: expected MODULE_OR_FILE:{what}, e.g. my_package.models:build_model or "
+                         f"{example}")
     module = _import_target(where)
-    factory: Any = module
+    found: Any = module
     for part in attr.split("."):
-        if not hasattr(factory, part):
+        if not hasattr(found, part):
             hint = ", ".join(_candidates(module)[:8])
             raise UsageError(f"{where!r} has no attribute {attr!r}" + (f"; candidates: {hint}" if hint else ""))
-        factory = getattr(factory, part)
+        found = getattr(found, part)
+    return found
+
+
+def load_model(target: str, kwargs: dict[str, Any] | None = None) -> torch.nn.Module:
+    """Import ``MODULE_OR_FILE:FACTORY`` and build the model (in ``eval()`` mode)."""
+    factory = _resolve(target)
     if isinstance(factory, torch.nn.Module):
         if kwargs:
             raise UsageError(f"{target} is already a module instance; --arg applies to a class or function")
@@ -376,6 +384,24 @@ def build_dynamic_shapes(names: list[str], examples: tuple[torch.Tensor, ...], d
     return out
 
 
+def load_spec(target: str) -> FlatSpec:
+    """Import ``MODULE_OR_FILE:FUNCTION``, call it, check what it returns and make it flat
+    (:mod:`helpers.doctor.spec`). Anything wrong is a :class:`UsageError`."""
+    function = _resolve(target, "FUNCTION")
+    if not callable(function) or isinstance(function, torch.nn.Module) or inspect.isclass(function):
+        raise UsageError(f"--spec {target}: a {type(function).__name__}, not a function returning a spec dict")
+    try:
+        spec = function()
+    except Exception as exc:  # noqa: BLE001 - the user's spec function failing is a bad argument
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename).name.endswith(".py")]
+        at = f" ({Path(frames[-1].filename).name}:{frames[-1].lineno})" if frames else ""
+        raise UsageError(f"--spec {target}: calling it failed: {error_line(exc)}{at}") from None
+    try:
+        return flatten_spec(spec, where=f"--spec {target}")
+    except SpecError as exc:
+        raise UsageError(str(exc)) from None
+
+
 @dataclass
 class Prepared:
     """A model, its example inputs and dynamic shapes, and the command's options, ready for :func:`examine`."""
@@ -383,7 +409,7 @@ class Prepared:
     target: str
     model: torch.nn.Module
     example_args: tuple[Any, ...]
-    dynamic_shapes: dict[str, dict[int, Any]] | None
+    dynamic_shapes: dict[str, Any] | None
     backend: str = "xnnpack"
     seed: int = 0
     atol: float = 1e-4
@@ -424,9 +450,13 @@ class _Parser(argparse.ArgumentParser):
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog=command_name(), description=DESCRIPTION,
                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
-    p.add_argument("target", metavar="MODULE_OR_FILE:FACTORY",
+    p.add_argument("target", metavar="MODULE_OR_FILE:FACTORY", nargs="?",
                    help="e.g. my_package.models:build_model or path/to/model.py:build (a class, a function returning "
-                        "an nn.Module, or a module instance)")
+                        "an nn.Module, or a module instance); or give --spec instead")
+    p.add_argument("--spec", metavar="MODULE_OR_FILE:FUNCTION",
+                   help="instead of FACTORY and --example/--dim/--arg: a function returning {'model': nn.Module, "
+                        "'args': tuple, 'kwargs': dict, 'dynamic_shapes': ...} as torch.export.export takes them "
+                        "(keyword and nested inputs, derived Dims, Dim.AUTO, shared Dims)")
     p.add_argument("--example", action="append", default=[], metavar="SHAPE[:DTYPE[:HIGH]]",
                    help="one per forward() input, in order: 1x3x64x64, 1x16:int64, 1x16:int64:32 "
                         "(integers in [0, HIGH))")
@@ -479,6 +509,14 @@ def prepare(argv: Sequence[str]) -> Prepared:
     shapes that eager PyTorch itself rejects.
     """
     ns = _parser().parse_args(list(argv))
+    if ns.spec is not None:
+        given = [flag for flag, used in (("a MODULE:FACTORY", ns.target), ("--example", ns.example), ("--dim", ns.dim),
+                                         ("--arg", ns.arg), ("--int-high", ns.int_high is not None)) if used]
+        if given:
+            raise UsageError(f"--spec gives the model, its inputs and their dynamic shapes: drop {', '.join(given)}")
+    elif ns.target is None:
+        raise UsageError("give the model: MODULE_OR_FILE:FACTORY with --example (and --dim), or --spec "
+                         "MODULE_OR_FILE:FUNCTION")
     examples_spec = [parse_example(e) for e in ns.example]
     dims = [parse_dim(d) for d in ns.dim]
     kwargs = dict(parse_kwarg(a) for a in ns.arg)
@@ -498,6 +536,19 @@ def prepare(argv: Sequence[str]) -> Prepared:
         pte_bytes = path.read_bytes()
         if len(pte_bytes) < 8 or pte_bytes[4:6] != b"ET":
             raise UsageError(f"--pte {ns.pte!r}: not an ExecuTorch program (no 'ET' file identifier)")
+    options = {"json_path": ns.json, "junit_path": ns.junit, "strict": ns.strict, "min_delegated": ns.min_delegated,
+               "max_arena_bytes": ns.max_arena_bytes, "pte_path": ns.pte, "pte_bytes": pte_bytes,
+               "bundle_path": ns.bundle, "draft_export": ns.draft_export, "traceback": ns.traceback}
+    if ns.spec is not None:
+        flat = load_spec(ns.spec)
+        try:
+            with torch.no_grad():
+                flat.model(*[e.clone() for e in flat.example_args])
+        except Exception as exc:  # noqa: BLE001 - inputs the model cannot take are an argument problem
+            raise UsageError(f"--spec {ns.spec}: the model does not run on the spec's inputs in eager PyTorch: "
+                             f"{error_line(exc)}") from None
+        return Prepared(ns.spec, flat.model, flat.example_args, flat.dynamic_shapes, ns.backend, ns.seed, ns.atol,
+                        ns.rtol, ns.report, ns.quiet, **options)
     model = load_model(ns.target, kwargs)
     names, required = forward_inputs(model)
     if not examples_spec:
@@ -517,9 +568,7 @@ def prepare(argv: Sequence[str]) -> Prepared:
         raise UsageError(f"the example inputs do not fit {ns.target} in eager PyTorch ({shapes}): "
                          f"{error_line(exc)}") from None
     return Prepared(ns.target, model, examples, dynamic, ns.backend, ns.seed, ns.atol, ns.rtol, ns.report, ns.quiet,
-                    json_path=ns.json, junit_path=ns.junit, strict=ns.strict, min_delegated=ns.min_delegated,
-                    max_arena_bytes=ns.max_arena_bytes, pte_path=ns.pte, pte_bytes=pte_bytes, bundle_path=ns.bundle,
-                    draft_export=ns.draft_export, traceback=ns.traceback)
+                    **options)
 
 
 # ----- the command ---------------------------------------------------------------------------------

@@ -53,7 +53,12 @@ def _describe_inputs(model: torch.nn.Module, args: tuple[Any, ...], dynamic: Any
         axes = []
         for axis, size in enumerate(a.shape):
             dim = dims.get(axis) if isinstance(dims, dict) else None
-            if dim is not None and hasattr(dim, "__name__"):
+            if isinstance(dims, (tuple, list)):
+                dim = dims[axis] if axis < len(dims) else None
+            hint = getattr(getattr(dim, "type", None), "name", None)  # Dim.AUTO / STATIC / DYNAMIC
+            if hint in ("AUTO", "DYNAMIC"):
+                axes.append(f"Dim.{hint} (example {size})")
+            elif dim is not None and hasattr(dim, "__name__"):
                 hi = _finite_bound(getattr(dim, "max", None))
                 axes.append(f"{dim.__name__}∈[{dim.min},{hi}] (example {size})")
             else:

@@ -1,0 +1,64 @@
+"""Spec functions for ``export-doctor --spec`` (tests/test_doctor_spec.py): inputs as torch.export takes them."""
+
+import torch
+from torch import nn
+from torch.export import Dim
+
+
+class Tracker(nn.Module):
+    """Keyword, nested and dict inputs; a dict output with a nested state."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.step = nn.Linear(4, 4)
+
+    def forward(self, x, state, *, mask):
+        h, c = state
+        pooled = (x * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1)  # mask: (batch, steps, 1)
+        h = torch.tanh(self.step(pooled) + h * c)
+        return {"y": h.sum(-1), "state": (h, c + h)}
+
+
+def tracker():
+    batch, steps = Dim("batch", min=1, max=8), Dim("steps", min=2, max=16)
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(3, 5, 4, generator=g)
+    state = (torch.randn(3, 4, generator=g), torch.randn(3, 4, generator=g))
+    mask = (torch.rand(3, 5, 1, generator=g) > 0.3).float()
+    return {"model": Tracker(), "args": (x, state), "kwargs": {"mask": mask},
+            "dynamic_shapes": {"x": {0: batch, 1: steps}, "state": ({0: batch}, {0: batch}),
+                               "mask": {0: batch, 1: steps}}}
+
+
+class ChunkMean(nn.Module):
+    """Lesson 07's guard: the time axis is read in chunks of 4."""
+
+    def forward(self, x):
+        b, t = x.shape
+        return x.reshape(b, t // 4, 4).mean(-1)
+
+
+def chunk_mean_derived():
+    chunk = Dim("chunk", min=1, max=16)
+    return {"model": ChunkMean(), "args": (torch.randn(2, 32),), "dynamic_shapes": {"x": {1: 4 * chunk}}}
+
+
+def chunk_mean_plain():
+    return {"model": ChunkMean(), "args": (torch.randn(2, 32),),
+            "dynamic_shapes": {"x": {1: Dim("t", min=4, max=64)}}}
+
+
+class Project(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.proj = nn.Linear(6, 3)
+
+    def forward(self, x):
+        return self.proj(x).relu()
+
+
+def auto():
+    """Dim.AUTO on both axes: export keeps the batch dynamic and makes the features static (the Linear needs 6)."""
+    return {"model": Project(), "args": (torch.randn(4, 6),), "dynamic_shapes": ((Dim.AUTO, Dim.AUTO),)}
