@@ -64,7 +64,10 @@ version = "0.0.1"
 
 
 def _clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
+    # PYTHONDONTWRITEBYTECODE (set on CI machines like this one) would make every run of the fresh venv compile
+    # torch's modules again: the first doctor run writes them, the second reads them
+    leave_out = ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME", "PYTHONDONTWRITEBYTECODE")
+    env = {k: v for k, v in os.environ.items() if k not in leave_out}
     env.update(extra)
     return env
 
