@@ -62,3 +62,26 @@ class Project(nn.Module):
 def auto():
     """Dim.AUTO on both axes: export keeps the batch dynamic and makes the features static (the Linear needs 6)."""
     return {"model": Project(), "args": (torch.randn(4, 6),), "dynamic_shapes": ((Dim.AUTO, Dim.AUTO),)}
+
+
+class Pool(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.proj = nn.Linear(4, 2)
+
+    def forward(self, x):
+        return self.proj(x).mean(dim=1)
+
+
+def buckets():
+    """Lesson 09's fix: one method per sequence bucket, static shapes, one program."""
+    g = torch.Generator().manual_seed(0)
+    model = Pool()
+    return {"methods": {"short": {"model": model, "args": (torch.randn(1, 8, 4, generator=g),)},
+                        "long": {"model": model, "args": (torch.randn(1, 32, 4, generator=g),)}}}
+
+
+def buckets_and_a_chunked_method():
+    """A program whose second method declares a plain Dim on lesson 07's chunked axis."""
+    return {"methods": {"short": buckets()["methods"]["short"], "chunks": chunk_mean_plain()}}

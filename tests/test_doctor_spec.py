@@ -1,8 +1,8 @@
 """``export-doctor --spec MODULE:FUNCTION``: a model and its inputs as ``torch.export.export`` takes them (issue 20 §2).
 
 The spec functions are in ``tests/doctor_specs.py``: keyword, nested and dict inputs with shared Dims (``tracker``),
-lesson 07's chunked time axis with a derived Dim and with a plain one (``chunk_mean_derived`` / ``_plain``), and
-``Dim.AUTO`` (``auto``). First what the flattening does (names, order, shared Dims, and the exported graph equal to
+lesson 07's chunked time axis with a derived Dim and with a plain one (``chunk_mean_derived`` / ``_plain``),
+``Dim.AUTO`` (``auto``), and programs of several methods (``buckets``, ``buckets_and_a_chunked_method``). First what the flattening does (names, order, shared Dims, and the exported graph equal to
 ``torch.export.export(model, args, kwargs, ...)`` of the spec itself), then every wrong spec as one line and exit
 status 2, then the doctor's whole pipeline on each spec through ``main()``.
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -107,6 +108,21 @@ def raises():
 def eager_fails():
     return {"model": Two(), "args": (torch.ones(2, 3), torch.ones(4, 5))}
 
+def program_with_extra_key():
+    return {"methods": {"forward": good()}, "model": Two()}
+
+def program_without_methods():
+    return {"methods": {}}
+
+def program_bad_method_name():
+    return {"methods": {"not a name": good()}}
+
+def program_bad_method():
+    return {"methods": {"ok": good(), "broken": {"model": Two()}}}
+
+def program_eager_fails():
+    return {"methods": {"ok": good(), "broken": eager_fails()}}
+
 def same_tensor_twice():
     t = torch.ones(2, 3)
     return {"model": Two(), "args": (t, t)}
@@ -139,6 +155,16 @@ USAGE_CASES = {
                                     "dynamic_shapes does not match the inputs: Found different definitions"),
     "function raises": (["--spec", "bad_specs:raises"], "calling it failed: RuntimeError: boom (bad_specs.py:"),
     "eager fails": (["--spec", "bad_specs:eager_fails"], "the model does not run on the spec's inputs in eager"),
+    "program with another key": (["--spec", "bad_specs:program_with_extra_key"],
+                                 "a program spec has only 'methods'; found also 'model'"),
+    "program without methods": (["--spec", "bad_specs:program_without_methods"],
+                                "'methods' must be a non-empty dict"),
+    "method name": (["--spec", "bad_specs:program_bad_method_name"], "method name 'not a name' is not a Python"),
+    "a method's spec": (["--spec", "bad_specs:program_bad_method"], "method 'broken': no 'args'"),
+    "a method eager cannot run": (["--spec", "bad_specs:program_eager_fails"],
+                                  "method 'broken': the model does not run on the spec's inputs"),
+    "program and --bundle": (["--spec", "bad_specs:program_eager_fails", "--bundle", "x.bpte"],
+                             "has several methods; --bundle examine(s) one method"),
     "same tensor twice": (["--spec", "bad_specs:same_tensor_twice"], "one tensor object appears twice"),
 }
 
@@ -213,3 +239,35 @@ def test_dim_auto_is_examined_as_export_narrowed_it(tmp_path, capsys):
     axes = report["contract"]["inputs"][0]["axes"]
     assert "dim" in axes[0] and axes[1].get("size") == 6, axes  # batch dynamic, the Linear's 6 features static
     assert report["counts"]["failures"] == 0
+
+
+def test_a_program_of_bucket_methods_is_lowered_once_and_each_method_examined(tmp_path, capsys):
+    junit = tmp_path / "buckets.xml"
+    code, out, program = _doctor("buckets", tmp_path, capsys, "--junit", str(junit))
+    assert code == 0, out
+    assert out.rstrip().splitlines()[-1].endswith("2 methods: short PASS, long PASS → PASS (exit 0)")
+    assert (program["verdict"], program["exit_status"]) == ("pass", 0)
+    short, long = program["methods"]
+    assert (short["method"], long["method"]) == ("short", "long")
+    assert short["contract"]["signature"] == "short(x: float32[1, 8, 4])"
+    assert long["contract"]["signature"] == "long(x: float32[1, 32, 4])"
+    # one program: both methods report the same .pte, each its own arena
+    assert short["memory"]["pte_bytes"] == long["memory"]["pte_bytes"]
+    assert short["memory"]["arena_bytes"] < long["memory"]["arena_bytes"]
+    assert all(r["counts"]["failures"] == 0 and r["counts"]["inside"] >= 9 for r in program["methods"])
+    suites = ET.parse(junit).getroot().findall("testsuite")
+    assert [s.get("name") for s in suites] == [f"export doctor: {SPECS}:buckets · method short",
+                                               f"export doctor: {SPECS}:buckets · method long"]
+
+
+def test_a_method_that_does_not_export_fails_the_program(tmp_path, capsys):
+    code, out, program = _doctor("buckets_and_a_chunked_method", tmp_path, capsys)
+    assert code == 1, out
+    short, chunks = program["methods"]
+    assert chunks["verdict"] == "fail" and chunks["diagnosis"]["kind"] == "constraint_violation"
+    assert [s["status"] for s in chunks["stages"] if s["name"] == "export"] == ["failed"]
+    lower = next(s for s in short["stages"] if s["name"] == "lower")
+    assert lower == {"name": "lower", "status": "skipped", "seconds": None,
+                     "message": "not lowered: method chunks of the program did not export"}
+    assert short["verdict"] == "fail"  # nothing was lowered, so nothing about this method passed
+    assert out.rstrip().splitlines()[-1].endswith("2 methods: short FAIL, chunks FAIL → FAIL (exit 1)")

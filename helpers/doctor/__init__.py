@@ -54,8 +54,20 @@ from .cli import (
     parse_kwarg,
     prepare,
 )
-from .examine import examine
-from .render import SCHEMA_VERSION, to_dict, to_html, to_json, to_junit, to_text
+from .examine import examine, examine_methods
+from .render import (
+    SCHEMA_VERSION,
+    program_to_dict,
+    program_to_html,
+    program_to_json,
+    program_to_junit,
+    program_to_text,
+    to_dict,
+    to_html,
+    to_json,
+    to_junit,
+    to_text,
+)
 from .report import (
     EXIT_ERROR,
     EXIT_FAIL,
@@ -68,10 +80,12 @@ from .report import (
     DoctorReport,
     DraftFindings,
     Stage,
+    program_verdict,
 )
 
 __all__ = ["EXIT_PASS", "EXIT_FAIL", "EXIT_USAGE", "EXIT_ERROR", "VERDICTS", "STAGE_NAMES", "SCHEMA_VERSION",
            "UsageError", "Prepared", "DoctorReport", "Stage", "Check", "DraftFindings", "BundleInfo", "prepare",
            "examine", "main", "ExampleSpec", "DimSpec", "parse_example", "parse_dim", "parse_kwarg", "load_model",
            "make_examples", "forward_inputs", "build_dynamic_shapes", "integer_highs", "DEFAULT_INT_HIGH", "DTYPES",
-           "to_text", "to_html", "to_json", "to_junit", "to_dict"]
+           "to_text", "to_html", "to_json", "to_junit", "to_dict", "examine_methods", "program_verdict",
+           "program_to_text", "program_to_html", "program_to_json", "program_to_junit", "program_to_dict"]

@@ -32,9 +32,9 @@ from .._quiet import silence_library_noise
 from ..contract import forward_parameters
 from ..display import error_line
 from . import render
-from .examine import examine
-from .report import EXIT_ERROR, EXIT_PASS, EXIT_USAGE, DoctorReport
-from .spec import FlatSpec, SpecError, flatten_spec
+from .examine import examine, examine_methods
+from .report import EXIT_ERROR, EXIT_PASS, EXIT_USAGE, DoctorReport, program_verdict
+from .spec import FlatSpec, SpecError, flatten_program
 
 __all__ = ["UsageError", "ExampleSpec", "DimSpec", "Prepared", "parse_example", "parse_dim", "parse_kwarg",
            "load_model", "load_spec", "make_examples", "forward_inputs", "build_dynamic_shapes", "integer_highs",
@@ -384,9 +384,10 @@ def build_dynamic_shapes(names: list[str], examples: tuple[torch.Tensor, ...], d
     return out
 
 
-def load_spec(target: str) -> FlatSpec:
+def load_spec(target: str) -> tuple[dict[str, FlatSpec], bool]:
     """Import ``MODULE_OR_FILE:FUNCTION``, call it, check what it returns and make it flat
-    (:mod:`helpers.doctor.spec`). Anything wrong is a :class:`UsageError`."""
+    (:mod:`helpers.doctor.spec`): ``({method: FlatSpec}, several methods?)``. Anything wrong is a
+    :class:`UsageError`."""
     function = _resolve(target, "FUNCTION")
     if not callable(function) or isinstance(function, torch.nn.Module) or inspect.isclass(function):
         raise UsageError(f"--spec {target}: a {type(function).__name__}, not a function returning a spec dict")
@@ -397,7 +398,7 @@ def load_spec(target: str) -> FlatSpec:
         at = f" ({Path(frames[-1].filename).name}:{frames[-1].lineno})" if frames else ""
         raise UsageError(f"--spec {target}: calling it failed: {error_line(exc)}{at}") from None
     try:
-        return flatten_spec(spec, where=f"--spec {target}")
+        return flatten_program(spec, where=f"--spec {target}")
     except SpecError as exc:
         raise UsageError(str(exc)) from None
 
@@ -426,6 +427,7 @@ class Prepared:
     bundle_path: str | None = None
     draft_export: bool = False
     traceback: bool = False
+    methods: dict[str, FlatSpec] | None = None  # --spec with {"methods": ...}: every method of the program
 
     def examine_options(self) -> dict[str, Any]:
         """The keyword arguments of :func:`examine` these options stand for."""
@@ -540,15 +542,24 @@ def prepare(argv: Sequence[str]) -> Prepared:
                "max_arena_bytes": ns.max_arena_bytes, "pte_path": ns.pte, "pte_bytes": pte_bytes,
                "bundle_path": ns.bundle, "draft_export": ns.draft_export, "traceback": ns.traceback}
     if ns.spec is not None:
-        flat = load_spec(ns.spec)
-        try:
-            with torch.no_grad():
-                flat.model(*[e.clone() for e in flat.example_args])
-        except Exception as exc:  # noqa: BLE001 - inputs the model cannot take are an argument problem
-            raise UsageError(f"--spec {ns.spec}: the model does not run on the spec's inputs in eager PyTorch: "
-                             f"{error_line(exc)}") from None
-        return Prepared(ns.spec, flat.model, flat.example_args, flat.dynamic_shapes, ns.backend, ns.seed, ns.atol,
-                        ns.rtol, ns.report, ns.quiet, **options)
+        flats, several = load_spec(ns.spec)
+        if several:
+            given = [flag for flag, used in (("--pte", ns.pte), ("--bundle", ns.bundle),
+                                             ("--draft-export", ns.draft_export)) if used]
+            if given:
+                raise UsageError(f"--spec {ns.spec} has several methods; {', '.join(given)} examine(s) one method "
+                                 "(forward): give a spec of that one method")
+        for name, flat in flats.items():
+            try:
+                with torch.no_grad():
+                    flat.model(*[e.clone() for e in flat.example_args])
+            except Exception as exc:  # noqa: BLE001 - inputs the model cannot take are an argument problem
+                method = f" method {name!r}:" if several else ""
+                raise UsageError(f"--spec {ns.spec}:{method} the model does not run on the spec's inputs in eager "
+                                 f"PyTorch: {error_line(exc)}") from None
+        first = next(iter(flats.values()))
+        return Prepared(ns.spec, first.model, first.example_args, first.dynamic_shapes, ns.backend, ns.seed, ns.atol,
+                        ns.rtol, ns.report, ns.quiet, **options, methods=flats if several else None)
     model = load_model(ns.target, kwargs)
     names, required = forward_inputs(model)
     if not examples_spec:
@@ -623,6 +634,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exc()
         print(internal_error_line(argv[0] if argv else "the model", "preparing the inputs", exc), file=sys.stderr)
         return EXIT_ERROR
+    if prepared.methods is not None:
+        return _program(prepared, say)
     try:
         say("importing the ExecuTorch runtime")
         _import_runtime_quietly()
@@ -634,6 +647,45 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(internal_error_line(prepared.target, None, exc), file=sys.stderr)
         return EXIT_ERROR
     return _finish(report, prepared, say)
+
+
+def _program(prepared: Prepared, say: Callable[[str], None]) -> int:
+    """--spec with several methods: one program, each method examined and reported; exit status over all."""
+    assert prepared.methods is not None
+    try:
+        say("importing the ExecuTorch runtime")
+        _import_runtime_quietly()
+        options = prepared.examine_options()
+        reports = examine_methods(
+            {name: (f.model, f.example_args, f.dynamic_shapes) for name, f in prepared.methods.items()},
+            progress=say, **{k: options[k] for k in ("backend", "target", "seed", "atol", "rtol", "strict",
+                                                      "min_delegated", "max_arena_bytes")})
+    except Exception as exc:  # noqa: BLE001 - examine_methods() keeps its own failures; this is a last resort
+        if prepared.traceback:
+            traceback.print_exc()
+        print(internal_error_line(prepared.target, None, exc), file=sys.stderr)
+        return EXIT_ERROR
+    print(render.program_to_text(reports, prepared.target))
+    try:
+        if prepared.report_path:
+            _write(prepared.report_path, render.program_to_html(reports, prepared.target), say, "HTML report")
+        if prepared.json_path:
+            _write(prepared.json_path, render.program_to_json(reports, prepared.target), say, "JSON report")
+        if prepared.junit_path:
+            _write(prepared.junit_path, render.program_to_junit(reports), say, "JUnit XML")
+    except Exception as exc:  # noqa: BLE001 - failing to write a report is the tool's failure, not the model's
+        if prepared.traceback:
+            traceback.print_exc()
+        print(internal_error_line(prepared.target, "writing the reports", exc), file=sys.stderr)
+        return EXIT_ERROR
+    failed = next((r for r in reports if r.internal_error is not None), None)
+    if failed is not None and failed.internal_error is not None:
+        if prepared.traceback:
+            traceback.print_exception(failed.internal_error)
+        print(internal_error_line(prepared.target, failed.internal_stage, failed.internal_error), file=sys.stderr)
+    verdict, code = program_verdict(reports)
+    say(f"done: {verdict} (exit {code})")
+    return code
 
 
 def _finish(report: DoctorReport, prepared: Prepared, say: Callable[[str], None]) -> int:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +28,7 @@ from .report import STAGE_NAMES, DoctorReport, Stage
 if TYPE_CHECKING:
     from ..artifact import PteArtifact
 
-__all__ = ["examine"]
+__all__ = ["examine", "examine_methods"]
 
 
 # ----- the pipeline --------------------------------------------------------------------------------
@@ -152,7 +152,6 @@ def examine(model: torch.nn.Module, example_args: Any, dynamic_shapes: Any = Non
 def _pipeline(run: _Run, model: torch.nn.Module, example_args: tuple[Any, ...], dynamic_shapes: Any, *,
               backend: str, seed: int, atol: float, rtol: float, pte: bytes | None, pte_path: str | None,
               bundle: str | Path | None, draft_export: bool) -> None:
-    from .. import compare, probe_inputs
     from ..diagnose import FIXES, Diagnosis, diagnose_failure
     from ..lowering import export_methods, lower_exported
 
@@ -215,27 +214,9 @@ def _pipeline(run: _Run, model: torch.nn.Module, example_args: tuple[Any, ...], 
             return
         run.end("ok", f"{name} loaded in the ExecuTorch runtime")
         summary = f"exported (for the input contract); {name} loaded as shipped"
-    report.backend = artifact.backend
     report.diagnosis = Diagnosis(kind="ok", stage="load", fix=FIXES["ok"], artifact=artifact, exported=program,
                                  summary=summary)
-
-    # 3. compare with eager on probes around the contract
-    run.begin("compare")
-    report.contract = artifact.input_contract()
-    report.probes = probe_inputs(example_args, dynamic_shapes, seed=seed, model=model, contract=report.contract)
-    run.say(f"compare: {len(report.probes)} probes, eager vs the ExecuTorch runtime")
-    report.parity = compare(model, artifact, report.probes, atol=atol, rtol=rtol)
-    run.end("ok" if report.parity.ok_within_contract else "failed", report.parity.summary())
-
-    # 4. delegation, 5. memory
-    run.begin("delegation", "delegation and memory plan")
-    report.delegation = artifact.delegation()
-    report.diagnosis.summary += f"; {report.delegation.summary()}"
-    run.end("ok", report.delegation.summary())
-    run.begin("memory")
-    report.arena_bytes = artifact.planned_memory_bytes()
-    report.pte_bytes = artifact.nbytes
-    run.end("ok", f"arena {report.arena_bytes:,} bytes, .pte {report.pte_bytes:,} bytes")
+    _examine_loaded(run, artifact, model, example_args, dynamic_shapes, seed=seed, atol=atol, rtol=rtol)
 
     # 6. bundle
     if bundle is not None:
@@ -246,12 +227,143 @@ def _pipeline(run: _Run, model: torch.nn.Module, example_args: tuple[Any, ...], 
         run.end("ok" if report.bundle.ok else "failed",
                 report.bundle.problem or f"{len(report.bundle.labels)} test case(s) written to {bundle}")
 
+    _mark_failed_checks(report)
+
+
+def _examine_loaded(run: _Run, artifact: PteArtifact, model: torch.nn.Module, example_args: tuple[Any, ...],
+                    dynamic_shapes: Any, *, seed: int, atol: float, rtol: float, method: str = "forward") -> None:
+    """Stages 3-5 on a loaded program: compare ``method`` with eager on probes around its contract, then its
+    delegation and memory plan."""
+    from .. import compare, probe_inputs
+
+    report = run.report
+    report.backend = artifact.backend
+    named = f" ({method})" if method != "forward" else ""
+    # 3. compare with eager on probes around the contract
+    run.begin("compare")
+    report.contract = artifact.input_contract(method)
+    report.probes = probe_inputs(example_args, dynamic_shapes, seed=seed, model=model, contract=report.contract)
+    run.say(f"compare{named}: {len(report.probes)} probes, eager vs the ExecuTorch runtime")
+    report.parity = compare(model, artifact, report.probes, method=method, atol=atol, rtol=rtol)
+    run.end("ok" if report.parity.ok_within_contract else "failed", report.parity.summary())
+
+    # 4. delegation, 5. memory
+    run.begin("delegation", f"delegation and memory plan{named}")
+    report.delegation = artifact.delegation(method)
+    report.diagnosis.summary += f"; {report.delegation.summary()}"
+    run.end("ok", report.delegation.summary())
+    run.begin("memory")
+    report.arena_bytes = artifact.planned_memory_bytes(method)
+    report.pte_bytes = artifact.nbytes
+    run.end("ok", f"arena {report.arena_bytes:,} bytes, .pte {report.pte_bytes:,} bytes")
+
+
+def _mark_failed_checks(report: DoctorReport) -> None:
     failed = {c.name for c in report.checks if not c.passed}
     for stage in report.stages:
         if stage.name == "delegation" and "min-delegated" in failed:
             stage.status = "failed"
         if stage.name == "memory" and "max-arena-bytes" in failed:
             stage.status = "failed"
+
+
+def examine_methods(methods: Mapping[str, tuple[torch.nn.Module, tuple[Any, ...], Any]], *,
+                    backend: str = "xnnpack", target: str | None = None, seed: int = 0, atol: float = 1e-4,
+                    rtol: float = 1e-4, progress: Callable[[str], None] | None = None, strict: bool = False,
+                    min_delegated: float | None = None, max_arena_bytes: int | None = None) -> list[DoctorReport]:
+    """The doctor's pipeline on a program of several methods (``{name: (model, example_args, dynamic_shapes)}``):
+    one :class:`DoctorReport` per method, in order.
+
+    Each method is exported on its own (a method that does not export fails its report, and the program is not
+    lowered: the others say so). The methods are lowered *together* into one ``.pte``, as an app ships them, and
+    each method of that program is then compared with its eager model on probes around its own contract, with its
+    delegation and memory plan; the checks (``strict``, ``min_delegated``, ``max_arena_bytes``) apply to each
+    method. Never raises: the doctor's own failure is an ``error`` verdict on every report.
+    """
+    from ..diagnose import FIXES, Diagnosis, diagnose_failure
+    from ..lowering import export_methods, lower_exported
+
+    say = progress or (lambda _text: None)
+    target = target or "program"
+    reports = {name: DoctorReport(f"{target} · method {name}", backend, "", None, strict=strict,
+                                  min_delegated=min_delegated, arena_limit=max_arena_bytes, atol=atol, rtol=rtol,
+                                  method=name) for name in methods}
+    runs = {name: _Run(report, say) for name, report in reports.items()}
+    wanted = ["export", "lower", "load", "compare", "delegation", "memory"]
+    previous = logging.root.manager.disable
+    logging.disable(logging.ERROR)
+    try:
+        normalised: dict[str, tuple[torch.nn.Module, tuple[Any, ...], Any]] = {}
+        exported: dict[str, torch.export.ExportedProgram] = {}
+        for name, (model, args, dynamic) in methods.items():
+            run = runs[name]
+            run.report.inputs = _describe_inputs(model, args, dynamic)
+            run.begin("export", f"torch.export: method {name}")
+            try:
+                with torch.random.fork_rng(devices=[]):
+                    one, programs = export_methods({name: (model, args, dynamic)})
+            except Exception as exc:  # noqa: BLE001
+                diagnosis = diagnose_failure(exc)
+                if diagnosis is None:
+                    raise
+                run.report.diagnosis = diagnosis
+                run.end("failed", diagnosis.summary)
+                say(f"method {name}: export failed ({diagnosis.kind})")
+                continue
+            run.end("ok", "torch.export succeeded")
+            normalised.update(one)
+            exported.update(programs)
+        failed = [name for name in methods if name not in exported]
+        if failed:
+            why = f"not lowered: method {', '.join(failed)} of the program did not export"
+            for name in exported:
+                runs[name].skip("lower", why)
+                reports[name].diagnosis = Diagnosis(
+                    kind="other", stage="lower", summary=why, exported=exported[name],
+                    fix=f"Fix method {', '.join(failed)} first (its report says how): the program is lowered with all "
+                        "of its methods, and then this one is compared with eager.")
+            return list(reports.values())
+
+        for run in runs.values():
+            run.begin("lower")
+        say(f"lowering {len(methods)} methods together to {backend} and loading the .pte in the ExecuTorch runtime")
+        try:
+            artifact = lower_exported(normalised, exported, backend=backend)
+        except Exception as exc:  # noqa: BLE001
+            diagnosis = diagnose_failure(exc)
+            if diagnosis is None:
+                raise
+            for run in runs.values():
+                run.report.diagnosis = diagnosis
+                if diagnosis.stage == "load":
+                    run.end("ok", f"lowered to {backend}")
+                    run.begin("load")
+                run.end("failed", diagnosis.summary)
+            say(f"{diagnosis.stage} failed ({diagnosis.kind})")
+            return list(reports.values())
+        for name, run in runs.items():
+            run.end("ok", f"lowered to {backend} with {', '.join(methods)}")
+            run.begin("load")
+            run.end("ok", "loaded in the ExecuTorch runtime")
+            run.report.diagnosis = Diagnosis(kind="ok", stage="load", fix=FIXES["ok"], artifact=artifact,
+                                             exported=exported[name], summary="exported, lowered and loaded")
+        for name, (model, args, dynamic) in normalised.items():
+            _examine_loaded(runs[name], artifact, model, args, dynamic, seed=seed, atol=atol, rtol=rtol, method=name)
+            _mark_failed_checks(reports[name])
+    except Exception as exc:  # noqa: BLE001 - the doctor's own failure: reported as such on every method
+        for run in runs.values():
+            run.report.internal_error = exc
+            run.report.internal_stage = run.current.name if run.current is not None else None
+            if run.current is not None:
+                run.end("error", f"internal error: {error_line(exc)}")
+        say(f"internal error of export doctor ({error_line(exc)})")
+    finally:
+        logging.disable(previous)
+        for run in runs.values():
+            run.skip_rest(wanted)
+            run.report.stages.sort(
+                key=lambda s: STAGE_NAMES.index(s.name) if s.name in STAGE_NAMES else len(STAGE_NAMES))
+    return list(reports.values())
 
 
 def _draft(run: _Run, model: torch.nn.Module, example_args: tuple[Any, ...], dynamic_shapes: Any) -> None:

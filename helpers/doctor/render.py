@@ -32,6 +32,11 @@ JSON schema (``schema_version`` 1; fields are only ever added within a version):
 - ``bundle``: ``{path, bytes, test_cases, labels, rtol, atols, verified, failed, left_out, problem, verify}``
   or null (``verify``: Python that checks the bundle with ExecuTorch's bindings)
 - ``next_steps``: list of str
+- ``method``: the program's method the report is about ("forward" unless ``--spec`` gave several)
+
+A program of several methods (``--spec`` returning ``{"methods": ...}``) is one object ``{schema_version, tool,
+target, verdict, exit_status, methods: [one report as above per method, in order]}`` (:func:`program_to_dict`);
+JUnit has one ``testsuite`` per method.
 """
 
 from __future__ import annotations
@@ -44,9 +49,10 @@ from typing import Any
 
 from ..display import error_line
 from ..parity import STATUS_WORDS, format_diff
-from .report import DoctorReport
+from .report import DoctorReport, program_verdict
 
-__all__ = ["SCHEMA_VERSION", "to_text", "to_html", "to_dict", "to_json", "to_junit"]
+__all__ = ["SCHEMA_VERSION", "to_text", "to_html", "to_dict", "to_json", "to_junit", "program_to_text",
+           "program_to_html", "program_to_dict", "program_to_json", "program_to_junit"]
 
 SCHEMA_VERSION = 1
 
@@ -388,7 +394,7 @@ def to_dict(report: DoctorReport) -> dict[str, Any]:
         "contract": None, "probes": [], "counts": None, "delegation": None, "memory": None,
         "checks": [{"name": c.name, "passed": c.passed, "message": c.message, "details": list(c.details)}
                    for c in report.checks],
-        "draft_export": None, "bundle": None, "next_steps": report.next_steps(),
+        "draft_export": None, "bundle": None, "next_steps": report.next_steps(), "method": report.method,
     }
     if report.contract is not None:
         data = report.contract.to_dict()
@@ -445,7 +451,26 @@ def to_junit(report: DoctorReport) -> str:
     beyond parity. A probe inside the contract that does not match is a ``failure`` (with the reason);
     outside the contract, a refusal passes, and a silent run is ``skipped`` with a message (a ``failure``
     under --strict). The doctor's own failure is an ``error``."""
+    return program_to_junit([report])
+
+
+def program_to_junit(reports: list[DoctorReport]) -> str:
+    """JUnit XML with one ``testsuite`` per report (per method of a program), each as :func:`to_junit` makes it."""
     root = ET.Element("testsuites", name="export doctor")
+    totals = dict.fromkeys(("tests", "failures", "errors", "skipped"), 0)
+    seconds = 0.0
+    for report in reports:
+        counts, took = _junit_suite(root, report)
+        totals = {key: totals[key] + counts[key] for key in totals}
+        seconds += took
+    for key, value in totals.items():
+        root.set(key, str(value))
+    root.set("time", f"{seconds:.3f}")
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def _junit_suite(root: ET.Element, report: DoctorReport) -> tuple[dict[str, int], float]:
     suite = ET.SubElement(root, "testsuite", name=f"export doctor: {report.target}")
     props = ET.SubElement(suite, "properties")
     for key, value in (("verdict", report.verdict), ("exit_status", str(report.exit_code)),
@@ -501,9 +526,43 @@ def to_junit(report: DoctorReport) -> str:
               "errors": sum(c.find("error") is not None for c in cases),
               "skipped": sum(c.find("skipped") is not None for c in cases)}
     seconds = sum(s.seconds or 0 for s in report.stages)
-    for element in (root, suite):
-        for key, value in counts.items():
-            element.set(key, str(value))
-        element.set("time", f"{seconds:.3f}")
-    ET.indent(root)
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+    for key, value in counts.items():
+        suite.set(key, str(value))
+    suite.set("time", f"{seconds:.3f}")
+    return counts, seconds
+
+
+# ----- a program of several methods --------------------------------------------------------------
+def program_to_text(reports: list[DoctorReport], target: str) -> str:
+    """Each method's report, then one line with the program's verdict."""
+    verdict, code = program_verdict(reports)
+    each = ", ".join(f"{r.method} {r.verdict.upper()}" for r in reports)
+    return "\n\n".join(to_text(r).rstrip("\n") for r in reports) + (
+        f"\n\nexport doctor · {target} · {len(reports)} methods: {each} → {verdict.upper()} (exit {code})\n")
+
+
+def program_to_dict(reports: list[DoctorReport], target: str) -> dict[str, Any]:
+    verdict, code = program_verdict(reports)
+    return {"schema_version": SCHEMA_VERSION, "tool": "export doctor", "target": target, "verdict": verdict,
+            "exit_status": code, "methods": [to_dict(r) for r in reports]}
+
+
+def program_to_json(reports: list[DoctorReport], target: str) -> str:
+    return json.dumps(program_to_dict(reports, target), indent=2, ensure_ascii=False, allow_nan=False,
+                      default=str) + "\n"
+
+
+def program_to_html(reports: list[DoctorReport], target: str) -> str:
+    """A standalone page: the program's verdict, then each method's report."""
+    e = html.escape
+    verdict, code = program_verdict(reports)
+    colour = _VERDICT_COLOURS[verdict]
+    head = (f"<p><span class='exportlab-verdict exportlab-program' data-verdict='{verdict}' data-exit-code='{code}' "
+            f"style='background:{colour};color:white;padding:2px 8px;border-radius:4px;font-weight:bold'>"
+            f"{verdict.upper()} · exit {code}</span> <code>{e(target)}</code> · {len(reports)} methods</p>")
+    body = head + "".join(f"<h3>method <code>{e(r.method)}</code></h3>{to_html(r)}" for r in reports)
+    return ("<!doctype html><html><head><meta charset='utf-8'>"
+            f"<title>export doctor: {e(target)} — {verdict}</title>"
+            "<style>body{font-family:sans-serif;max-width:70em;margin:1em auto}table{border-collapse:collapse}"
+            "td,th{border:1px solid #ccc;padding:2px 6px;text-align:left}</style></head><body>"
+            f"<h2>export doctor</h2>{body}</body></html>\n")

@@ -17,7 +17,7 @@ from typing import Any
 from ..display import error_line
 from ..parity import STATUS_WORDS
 
-__all__ = ["EXIT_PASS", "EXIT_FAIL", "EXIT_USAGE", "EXIT_ERROR", "VERDICTS", "STAGE_NAMES", "Stage", "Check",
+__all__ = ["program_verdict", "EXIT_PASS", "EXIT_FAIL", "EXIT_USAGE", "EXIT_ERROR", "VERDICTS", "STAGE_NAMES", "Stage", "Check",
            "DraftFindings", "BundleInfo", "DoctorReport"]
 
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_ERROR = 0, 1, 2, 3
@@ -113,6 +113,7 @@ class DoctorReport:
     internal_stage: str | None = None
     atol: float = 1e-4
     rtol: float = 1e-4
+    method: str = "forward"  # the program's method this report is about (--spec with several methods)
 
     # ----- verdict ---------------------------------------------------------------------------
     @property
@@ -220,6 +221,8 @@ class DoctorReport:
         d = self.diagnosis
         if not d.ok and self.pte_path and d.stage == "load":
             return f"the shipped .pte cannot run these inputs (stage: load): {d.summary.split(': ', 1)[-1]}"
+        if not d.ok and d.summary.startswith("not lowered:"):  # another method of the program did not export
+            return d.summary
         if not d.ok:
             what = {"export": "the export failed", "lower": "lowering failed",
                     "load": "loading in the ExecuTorch runtime failed"}.get(d.stage, "the export failed")
@@ -317,3 +320,13 @@ class DoctorReport:
 
     def __repr__(self) -> str:
         return f"<DoctorReport {self.target}: {self.verdict.upper()} (exit {self.exit_code}) — {self.headline}>"
+
+
+def program_verdict(reports: list[DoctorReport]) -> tuple[str, int]:
+    """The verdict and exit status of a program of several methods, one report each: ``error`` (3) when the doctor
+    failed on any, else ``fail`` (1) when any method fails, else ``pass`` (0)."""
+    if any(r.verdict == "error" for r in reports):
+        return "error", EXIT_ERROR
+    if any(r.verdict == "fail" for r in reports):
+        return "fail", EXIT_FAIL
+    return "pass", EXIT_PASS

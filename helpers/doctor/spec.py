@@ -12,6 +12,9 @@ structure rebuilt, so eager runs the model as the user calls it, and the exporte
 them). Non-tensor leaves (ints, floats, bools, strings, None) are constants, as ``torch.export`` treats them.
 Outputs are returned as the flat tuple of their tensors, in pytree order (as the ``.pte`` returns them).
 
+``{"methods": {name: spec, ...}}`` is a program of several methods (buckets, a hoisted decision, prefill and
+decode), each method a spec as above: :func:`flatten_program` makes each flat.
+
 Everything wrong with a spec is a :class:`SpecError`: one line, which the command line prints before exiting
 with status 2 (this module imports nothing of the doctor).
 """
@@ -26,7 +29,7 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
-__all__ = ["SpecError", "FlatModel", "FlatSpec", "flatten_spec", "SPEC_KEYS"]
+__all__ = ["SpecError", "FlatModel", "FlatSpec", "flatten_spec", "flatten_program", "SPEC_KEYS"]
 
 SPEC_KEYS = ("model", "args", "kwargs", "dynamic_shapes")
 
@@ -172,3 +175,20 @@ def flatten_spec(spec: Any, *, where: str = "the spec") -> FlatSpec:
     flat = cls(model, treespec, leaves, tensor_at)
     example = tuple(leaves[i] for i in tensor_at)
     return FlatSpec(flat.eval(), example, dynamic_by_name or None, names)
+
+
+def flatten_program(spec: Any, *, where: str = "the spec") -> tuple[dict[str, FlatSpec], bool]:
+    """``({method: FlatSpec}, several?)``: ``{"methods": {name: spec}}`` gives one per method (``several`` True,
+    even for one); a plain spec gives ``{"forward": ...}``. Raises :class:`SpecError`."""
+    if not (isinstance(spec, dict) and "methods" in spec):
+        return {"forward": flatten_spec(spec, where=where)}, False
+    extra = sorted(set(spec) - {"methods"})
+    if extra:
+        raise SpecError(f"{where}: a program spec has only 'methods'; found also {', '.join(map(repr, extra))}")
+    methods = spec["methods"]
+    if not isinstance(methods, dict) or not methods:
+        raise SpecError(f"{where}: 'methods' must be a non-empty dict {{method name: spec}}")
+    for name in methods:
+        if not isinstance(name, str) or not name.isidentifier():
+            raise SpecError(f"{where}: method name {name!r} is not a Python identifier")
+    return {name: flatten_spec(method, where=f"{where} method {name!r}") for name, method in methods.items()}, True
