@@ -26,14 +26,16 @@ JSON_KEYS = {"schema_version", "tool", "target", "backend", "inputs", "verdict",
              "stages", "diagnosis", "internal_error", "contract", "probes", "counts", "delegation", "memory", "checks",
              "draft_export", "bundle", "next_steps", "method"}
 PROBE_KEYS = {"label", "shapes", "status", "status_words", "within_contract", "kind", "failure", "message",
-              "contract_message", "max_abs_diff", "max_abs_diff_text"}
+              "contract_message", "max_abs_diff", "max_abs_diff_text", "source"}
 NESTED_KEYS = {  # the documented schema of the nested objects (README, helpers/doctor/render.py)
-    "options": {"strict", "min_delegated", "max_arena_bytes", "pte", "bundle", "draft_export", "atol", "rtol"},
+    "options": {"strict", "min_delegated", "max_arena_bytes", "pte", "bundle", "draft_export", "atol", "rtol",
+                "allow_portable", "max_subgraphs", "max_pte_bytes"},
     "stages": {"name", "status", "message", "seconds"},
     "diagnosis": {"kind", "stage", "summary", "error_type", "message", "source_line", "location", "operator",
                   "suggested_fixes", "fix"},
     "contract": {"signature", "method", "inputs", "ties", "unbounded_dims"},
-    "counts": {"inside", "outside", "failures", "silent", "match", "diverge", "rejected", "refused", "eager_error"},
+    "counts": {"inside", "outside", "failures", "silent", "match", "diverge", "rejected", "refused", "eager_error",
+               "yours"},
     "delegation": {"source", "backend", "coverage", "delegated_nodes", "portable_nodes", "delegated_subgraphs",
                    "operators", "declined", "notes"},
     "memory": {"arena_bytes", "pte_bytes"},
@@ -124,7 +126,8 @@ def test_json_has_the_documented_schema(dynamic):
                                                    "bundle"]
     assert all(s["name"] in STAGE_NAMES and s["status"] in ("ok", "failed", "skipped", "error") for s in data["stages"])
     assert data["options"] == {"strict": True, "min_delegated": 100.0, "max_arena_bytes": ARENA_AT_128, "pte": None,
-                               "bundle": data["bundle"]["path"], "draft_export": False, "atol": 1e-4, "rtol": 1e-4}
+                               "bundle": data["bundle"]["path"], "draft_export": False, "atol": 1e-4, "rtol": 1e-4,
+                               "allow_portable": None, "max_subgraphs": None, "max_pte_bytes": None}
     assert data["contract"]["signature"] == "forward(x: float32[1, 3, height∈[32,128], width∈[32,128]])"
     assert data["contract"]["unbounded_dims"] == []
     assert all(set(p) == PROBE_KEYS for p in data["probes"]) and len(data["probes"]) == 23

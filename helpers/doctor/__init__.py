@@ -6,7 +6,8 @@ in this checkout it is also ``python -m helpers.doctor``.
     export-doctor MODULE_OR_FILE:FACTORY --example SHAPE[:DTYPE[:HIGH]] ...
         [--dim INPUT:AXIS:NAME:MIN:MAX ...] [--arg KEY=VALUE ...] [--backend xnnpack|portable]
         [--int-high N] [--seed N] [--atol X] [--rtol X] [--strict] [--min-delegated PCT]
-        [--max-arena-bytes N] [--pte FILE.pte] [--bundle FILE.bpte] [--draft-export]
+        [--max-arena-bytes N] [--allow-portable OP,OP] [--max-subgraphs N] [--max-pte-bytes N]
+        [--inputs FILE.pt] [--pte FILE.pte] [--bundle FILE.bpte] [--draft-export]
         [--report out.html] [--json out.json] [--junit out.xml] [--quiet] [--traceback]
     export-doctor --spec MODULE_OR_FILE:FUNCTION [the same options, without --example, --dim, --arg, --int-high]
 

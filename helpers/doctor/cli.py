@@ -22,7 +22,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,7 @@ from .report import EXIT_ERROR, EXIT_PASS, EXIT_USAGE, DoctorReport, program_ver
 from .spec import FlatSpec, SpecError, flatten_program
 
 __all__ = ["UsageError", "ExampleSpec", "DimSpec", "Prepared", "parse_example", "parse_dim", "parse_kwarg",
-           "load_model", "load_spec", "make_examples", "forward_inputs", "build_dynamic_shapes", "integer_highs",
+           "parse_operators", "load_model", "load_spec", "load_inputs", "make_examples", "forward_inputs", "build_dynamic_shapes", "integer_highs",
            "prepare", "main", "DEFAULT_INT_HIGH", "DTYPES"]
 
 DEFAULT_INT_HIGH = 10
@@ -55,7 +55,8 @@ DESCRIPTION = ("export doctor: torch.export → lowering → the ExecuTorch runt
 EPILOG = """\
 exit status:
   0  pass: export, lowering and loading succeed, every probe inside the input contract matches eager,
-     and every requested check holds (--min-delegated, --max-arena-bytes, --strict, --bundle)
+     and every requested check holds (--min-delegated, --max-arena-bytes, --allow-portable,
+     --max-subgraphs, --max-pte-bytes, --strict, --bundle)
   1  fail: the model does not export / lower / load, a probe inside the contract did not match,
      or a requested check failed
   2  bad arguments (one line on stderr)
@@ -128,6 +129,19 @@ def parse_dim(text: str) -> DimSpec:
     if top is not None and top <= int(lo):
         raise UsageError(f"--dim {text!r}: MAX must be greater than MIN")
     return DimSpec(text, inp, int(axis), name, int(lo), top)
+
+
+def parse_operators(text: str) -> tuple[str, ...]:
+    """``aten_mean_dim,aten.sum.dim_IntList`` → the delegation report's names (``aten_sum_dim_int_list``: ``.``
+    becomes ``_``, CamelCase snake_case); an empty text: no operator."""
+    names = [part.strip() for part in text.split(",") if part.strip()]
+    out = []
+    for name in names:
+        op = re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", name.replace(".", "_")).lower()
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", op):
+            raise UsageError(f"--allow-portable {text!r}: {name!r} is not an operator name such as aten_mean_dim")
+        out.append(op)
+    return tuple(out)
 
 
 def parse_kwarg(text: str) -> tuple[str, Any]:
@@ -403,6 +417,62 @@ def load_spec(target: str) -> tuple[dict[str, FlatSpec], bool]:
         raise UsageError(str(exc)) from None
 
 
+def _load_input_file(path: str) -> Any:
+    if not Path(path).is_file():
+        raise UsageError(f"--inputs {path!r}: no such file")
+    try:
+        return torch.load(path, weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - an unreadable file is a bad argument
+        raise UsageError(f"--inputs {path!r}: torch.load (weights_only) cannot read it: {error_line(exc)}") from None
+
+
+def _items(path: str, obj: Any, where: str = "") -> list[Any]:
+    if not isinstance(obj, (list, tuple)) or not obj:
+        raise UsageError(f"--inputs {path!r}{where}: expected a non-empty list of inputs, got a {type(obj).__name__}")
+    return list(obj)
+
+
+def _positional_inputs(path: str, obj: Any, count: int) -> list[tuple[torch.Tensor, ...]]:
+    """``--inputs`` without ``--spec``: a list of forward()'s positional inputs (tuples, or tensors for one input)."""
+    out = []
+    for i, item in enumerate(_items(path, obj)):
+        args = (item,) if isinstance(item, torch.Tensor) else tuple(item) if isinstance(item, (list, tuple)) else None
+        if args is None or len(args) != count or not all(isinstance(a, torch.Tensor) for a in args):
+            raise UsageError(f"--inputs {path!r}: item {i} is not {count} tensor(s), forward()'s inputs as "
+                             "--example gives them")
+        out.append(args)
+    return out
+
+
+def load_inputs(path: str, flats: dict[str, FlatSpec], several: bool) -> dict[str, list[tuple[torch.Tensor, ...]]]:
+    """``--inputs FILE.pt`` with ``--spec``: each item is ``args`` or ``{"args": ..., "kwargs": ...}`` of the spec's
+    structure (for several methods, ``{method: [items]}``), made flat like the spec's own example."""
+    obj = _load_input_file(path)
+    if several:
+        if not isinstance(obj, dict):
+            raise UsageError(f"--inputs {path!r}: the spec has several methods, so the file holds a dict "
+                             f"{{method: [inputs]}} (methods: {', '.join(flats)})")
+        unknown = sorted(set(obj) - set(flats))
+        if unknown:
+            raise UsageError(f"--inputs {path!r}: no method {', '.join(map(repr, unknown))} in the spec "
+                             f"(methods: {', '.join(flats)})")
+        per_method = obj
+    else:
+        per_method = {"forward": obj}
+    out: dict[str, list[tuple[torch.Tensor, ...]]] = {}
+    for method, items in per_method.items():
+        where = f" method {method!r}" if several else ""
+        flat = flats[method].model
+        out[method] = []
+        for i, item in enumerate(_items(path, items, where)):
+            args, kwargs = (item.get("args", ()), item.get("kwargs")) if isinstance(item, dict) else (item, None)
+            try:
+                out[method].append(flat.flatten_inputs(args, kwargs))
+            except SpecError as exc:
+                raise UsageError(f"--inputs {path!r}{where}: item {i}: {exc}") from None
+    return out
+
+
 @dataclass
 class Prepared:
     """A model, its example inputs and dynamic shapes, and the command's options, ready for :func:`examine`."""
@@ -422,19 +492,25 @@ class Prepared:
     strict: bool = False
     min_delegated: float | None = None
     max_arena_bytes: int | None = None
+    allow_portable: tuple[str, ...] | None = None
+    max_subgraphs: int | None = None
+    max_pte_bytes: int | None = None
     pte_path: str | None = None
     pte_bytes: bytes | None = None
     bundle_path: str | None = None
     draft_export: bool = False
     traceback: bool = False
     methods: dict[str, FlatSpec] | None = None  # --spec with {"methods": ...}: every method of the program
+    extra_inputs: dict[str, list[tuple[torch.Tensor, ...]]] = field(default_factory=dict)  # --inputs, per method
 
     def examine_options(self) -> dict[str, Any]:
         """The keyword arguments of :func:`examine` these options stand for."""
         return {"backend": self.backend, "target": self.target, "seed": self.seed, "atol": self.atol,
                 "rtol": self.rtol, "strict": self.strict, "min_delegated": self.min_delegated,
                 "max_arena_bytes": self.max_arena_bytes, "pte": self.pte_bytes, "pte_path": self.pte_path,
-                "bundle": self.bundle_path, "draft_export": self.draft_export}
+                "bundle": self.bundle_path, "draft_export": self.draft_export, "allow_portable": self.allow_portable,
+                "max_subgraphs": self.max_subgraphs, "max_pte_bytes": self.max_pte_bytes,
+                "extra_inputs": self.extra_inputs.get("forward", [])}
 
 
 def command_name() -> str:
@@ -483,6 +559,19 @@ def _parser() -> argparse.ArgumentParser:
                         "operator with the partitioner's reason)")
     p.add_argument("--max-arena-bytes", type=int, default=None, metavar="N",
                    help="fail when the memory plan's arena is larger than N bytes")
+    p.add_argument("--allow-portable", metavar="OP,OP", default=None,
+                   help="the operators that may run on portable kernels (names as the delegation report prints them, "
+                        "aten_mean_dim; aten.mean.dim works too); any other one fails, with the partitioner's reason; "
+                        "an empty list: every operator must be delegated")
+    p.add_argument("--max-subgraphs", type=int, default=None, metavar="N",
+                   help="fail when the program has more than N delegated subgraphs (each one a call into the delegate)")
+    p.add_argument("--max-pte-bytes", type=int, default=None, metavar="N",
+                   help="fail when the .pte is larger than N bytes")
+    p.add_argument("--inputs", metavar="FILE.pt",
+                   help="your own inputs, compared with eager after the generated probes and reported apart: "
+                        "torch.save of a list, each item forward()'s positional inputs (a tuple, or a tensor for one "
+                        "input); with --spec each item is args or {'args': ..., 'kwargs': ...} of the spec's structure, "
+                        "and for several methods a dict {method: [items]}")
     p.add_argument("--pte", metavar="FILE.pte",
                    help="examine this shipped .pte against the eager model instead of lowering it here")
     p.add_argument("--bundle", metavar="FILE.bpte",
@@ -528,6 +617,11 @@ def prepare(argv: Sequence[str]) -> Prepared:
         raise UsageError(f"--min-delegated {ns.min_delegated:g}: a percentage from 0 to 100")
     if ns.max_arena_bytes is not None and ns.max_arena_bytes < 0:
         raise UsageError("--max-arena-bytes must be a non-negative number of bytes")
+    if ns.max_subgraphs is not None and ns.max_subgraphs < 0:
+        raise UsageError("--max-subgraphs must be a non-negative number")
+    if ns.max_pte_bytes is not None and ns.max_pte_bytes < 1:
+        raise UsageError("--max-pte-bytes must be a positive number of bytes")
+    allow_portable = None if ns.allow_portable is None else parse_operators(ns.allow_portable)
     for flag, value in (("--report", ns.report), ("--json", ns.json), ("--junit", ns.junit), ("--bundle", ns.bundle)):
         _output_path(flag, value)
     pte_bytes = None
@@ -540,7 +634,8 @@ def prepare(argv: Sequence[str]) -> Prepared:
             raise UsageError(f"--pte {ns.pte!r}: not an ExecuTorch program (no 'ET' file identifier)")
     options = {"json_path": ns.json, "junit_path": ns.junit, "strict": ns.strict, "min_delegated": ns.min_delegated,
                "max_arena_bytes": ns.max_arena_bytes, "pte_path": ns.pte, "pte_bytes": pte_bytes,
-               "bundle_path": ns.bundle, "draft_export": ns.draft_export, "traceback": ns.traceback}
+               "bundle_path": ns.bundle, "draft_export": ns.draft_export, "traceback": ns.traceback,
+               "allow_portable": allow_portable, "max_subgraphs": ns.max_subgraphs, "max_pte_bytes": ns.max_pte_bytes}
     if ns.spec is not None:
         flats, several = load_spec(ns.spec)
         if several:
@@ -558,8 +653,10 @@ def prepare(argv: Sequence[str]) -> Prepared:
                 raise UsageError(f"--spec {ns.spec}:{method} the model does not run on the spec's inputs in eager "
                                  f"PyTorch: {error_line(exc)}") from None
         first = next(iter(flats.values()))
+        extra = load_inputs(ns.inputs, flats, several) if ns.inputs else {}
         return Prepared(ns.spec, first.model, first.example_args, first.dynamic_shapes, ns.backend, ns.seed, ns.atol,
-                        ns.rtol, ns.report, ns.quiet, **options, methods=flats if several else None)
+                        ns.rtol, ns.report, ns.quiet, **options, methods=flats if several else None,
+                        extra_inputs=extra)
     model = load_model(ns.target, kwargs)
     names, required = forward_inputs(model)
     if not examples_spec:
@@ -578,8 +675,9 @@ def prepare(argv: Sequence[str]) -> Prepared:
         shapes = ", ".join(f"{n}={tuple(e.shape)}" for n, e in zip(names, examples))
         raise UsageError(f"the example inputs do not fit {ns.target} in eager PyTorch ({shapes}): "
                          f"{error_line(exc)}") from None
+    extra = {"forward": _positional_inputs(ns.inputs, _load_input_file(ns.inputs), len(examples))} if ns.inputs else {}
     return Prepared(ns.target, model, examples, dynamic, ns.backend, ns.seed, ns.atol, ns.rtol, ns.report, ns.quiet,
-                    **options)
+                    **options, extra_inputs=extra)
 
 
 # ----- the command ---------------------------------------------------------------------------------
@@ -658,8 +756,9 @@ def _program(prepared: Prepared, say: Callable[[str], None]) -> int:
         options = prepared.examine_options()
         reports = examine_methods(
             {name: (f.model, f.example_args, f.dynamic_shapes) for name, f in prepared.methods.items()},
-            progress=say, **{k: options[k] for k in ("backend", "target", "seed", "atol", "rtol", "strict",
-                                                      "min_delegated", "max_arena_bytes")})
+            progress=say, extra_inputs=prepared.extra_inputs,
+            **{k: options[k] for k in ("backend", "target", "seed", "atol", "rtol", "strict", "min_delegated",
+                                       "max_arena_bytes", "allow_portable", "max_subgraphs", "max_pte_bytes")})
     except Exception as exc:  # noqa: BLE001 - examine_methods() keeps its own failures; this is a last resort
         if prepared.traceback:
             traceback.print_exc()

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -106,17 +106,22 @@ def examine(model: torch.nn.Module, example_args: Any, dynamic_shapes: Any = Non
             target: str | None = None, seed: int = 0, atol: float = 1e-4, rtol: float = 1e-4,
             progress: Callable[[str], None] | None = None, strict: bool = False,
             min_delegated: float | None = None, max_arena_bytes: int | None = None, pte: bytes | None = None,
-            pte_path: str | None = None, bundle: str | Path | None = None, draft_export: bool = False) -> DoctorReport:
+            pte_path: str | None = None, bundle: str | Path | None = None, draft_export: bool = False,
+            allow_portable: tuple[str, ...] | None = None, max_subgraphs: int | None = None,
+            max_pte_bytes: int | None = None, extra_inputs: Sequence[tuple[Any, ...]] = ()) -> DoctorReport:
     """Run the doctor's pipeline on a model and return the :class:`DoctorReport`.
 
     Never raises for the model: a failing export is in the report (verdict ``fail``), and so is the
     doctor's own failure (verdict ``error``, :attr:`DoctorReport.internal_error`).
 
     ``strict``: probes outside the contract that the runtime runs, and Dims without a max, fail.
-    ``min_delegated`` (percent) and ``max_arena_bytes``: thresholds that fail the verdict.
+    ``min_delegated`` (percent), ``max_arena_bytes``, ``max_subgraphs`` (delegated subgraphs), ``max_pte_bytes``:
+    thresholds that fail the verdict; ``allow_portable``: the operators (as the delegation report names them,
+    ``aten_mean_dim``) that may run on portable kernels, any other one fails.
     ``pte``: the bytes of a shipped ``.pte`` to examine instead of lowering the model here.
     ``bundle``: write an ExecuTorch BundledProgram there (verified in the runtime before the report).
     ``draft_export``: also run ``torch.export.draft_export`` and list every issue it finds.
+    ``extra_inputs``: the user's own inputs (``--inputs``), compared after the generated probes and reported apart.
     """
     # torch.cond runs through Dynamo in eager mode; on a probe shape the model cannot take, torch logs the
     # failed fake-tensor trace at ERROR level (timestamped) before raising. compare() records the error;
@@ -127,7 +132,8 @@ def examine(model: torch.nn.Module, example_args: Any, dynamic_shapes: Any = Non
     example_args = tuple(example_args)
     target = target or type(model).__name__
     report = DoctorReport(target, backend, "", None, strict=strict, min_delegated=min_delegated,
-                          arena_limit=max_arena_bytes, pte_path=pte_path, atol=atol, rtol=rtol)
+                          arena_limit=max_arena_bytes, pte_path=pte_path, atol=atol, rtol=rtol,
+                          allow_portable=allow_portable, max_subgraphs=max_subgraphs, pte_limit=max_pte_bytes)
     run = _Run(report, say)
     wanted = ["export"] + (["draft_export"] if draft_export else []) + [
         "lower", "load", "compare", "delegation", "memory"] + (["bundle"] if bundle is not None else [])
@@ -136,7 +142,7 @@ def examine(model: torch.nn.Module, example_args: Any, dynamic_shapes: Any = Non
     try:
         report.inputs = _describe_inputs(model, example_args, dynamic_shapes)
         _pipeline(run, model, example_args, dynamic_shapes, backend=backend, seed=seed, atol=atol, rtol=rtol,
-                  pte=pte, pte_path=pte_path, bundle=bundle, draft_export=draft_export)
+                  pte=pte, pte_path=pte_path, bundle=bundle, draft_export=draft_export, extra_inputs=extra_inputs)
     except Exception as exc:  # noqa: BLE001 - the doctor's own failure: reported as such, never as the model's
         report.internal_error = exc
         report.internal_stage = run.current.name if run.current is not None else None
@@ -151,7 +157,7 @@ def examine(model: torch.nn.Module, example_args: Any, dynamic_shapes: Any = Non
 
 def _pipeline(run: _Run, model: torch.nn.Module, example_args: tuple[Any, ...], dynamic_shapes: Any, *,
               backend: str, seed: int, atol: float, rtol: float, pte: bytes | None, pte_path: str | None,
-              bundle: str | Path | None, draft_export: bool) -> None:
+              bundle: str | Path | None, draft_export: bool, extra_inputs: Sequence[tuple[Any, ...]] = ()) -> None:
     from ..diagnose import FIXES, Diagnosis, diagnose_failure
     from ..lowering import export_methods, lower_exported
 
@@ -216,7 +222,8 @@ def _pipeline(run: _Run, model: torch.nn.Module, example_args: tuple[Any, ...], 
         summary = f"exported (for the input contract); {name} loaded as shipped"
     report.diagnosis = Diagnosis(kind="ok", stage="load", fix=FIXES["ok"], artifact=artifact, exported=program,
                                  summary=summary)
-    _examine_loaded(run, artifact, model, example_args, dynamic_shapes, seed=seed, atol=atol, rtol=rtol)
+    _examine_loaded(run, artifact, model, example_args, dynamic_shapes, seed=seed, atol=atol, rtol=rtol,
+                    extra_inputs=extra_inputs)
 
     # 6. bundle
     if bundle is not None:
@@ -231,10 +238,11 @@ def _pipeline(run: _Run, model: torch.nn.Module, example_args: tuple[Any, ...], 
 
 
 def _examine_loaded(run: _Run, artifact: PteArtifact, model: torch.nn.Module, example_args: tuple[Any, ...],
-                    dynamic_shapes: Any, *, seed: int, atol: float, rtol: float, method: str = "forward") -> None:
-    """Stages 3-5 on a loaded program: compare ``method`` with eager on probes around its contract, then its
-    delegation and memory plan."""
-    from .. import compare, probe_inputs
+                    dynamic_shapes: Any, *, seed: int, atol: float, rtol: float, method: str = "forward",
+                    extra_inputs: Sequence[tuple[Any, ...]] = ()) -> None:
+    """Stages 3-5 on a loaded program: compare ``method`` with eager on probes around its contract (and on the
+    user's ``extra_inputs``, last), then its delegation and memory plan."""
+    from .. import Probe, compare, probe_inputs
 
     report = run.report
     report.backend = artifact.backend
@@ -243,6 +251,8 @@ def _examine_loaded(run: _Run, artifact: PteArtifact, model: torch.nn.Module, ex
     run.begin("compare")
     report.contract = artifact.input_contract(method)
     report.probes = probe_inputs(example_args, dynamic_shapes, seed=seed, model=model, contract=report.contract)
+    report.probes += [Probe(f"your input {i}", tuple(args)) for i, args in enumerate(extra_inputs)]
+    report.user_inputs = len(extra_inputs)
     run.say(f"compare{named}: {len(report.probes)} probes, eager vs the ExecuTorch runtime")
     report.parity = compare(model, artifact, report.probes, method=method, atol=atol, rtol=rtol)
     run.end("ok" if report.parity.ok_within_contract else "failed", report.parity.summary())
@@ -261,24 +271,26 @@ def _examine_loaded(run: _Run, artifact: PteArtifact, model: torch.nn.Module, ex
 def _mark_failed_checks(report: DoctorReport) -> None:
     failed = {c.name for c in report.checks if not c.passed}
     for stage in report.stages:
-        if stage.name == "delegation" and "min-delegated" in failed:
+        if stage.name == "delegation" and failed & {"min-delegated", "allow-portable", "max-subgraphs"}:
             stage.status = "failed"
-        if stage.name == "memory" and "max-arena-bytes" in failed:
+        if stage.name == "memory" and failed & {"max-arena-bytes", "max-pte-bytes"}:
             stage.status = "failed"
 
 
 def examine_methods(methods: Mapping[str, tuple[torch.nn.Module, tuple[Any, ...], Any]], *,
                     backend: str = "xnnpack", target: str | None = None, seed: int = 0, atol: float = 1e-4,
                     rtol: float = 1e-4, progress: Callable[[str], None] | None = None, strict: bool = False,
-                    min_delegated: float | None = None, max_arena_bytes: int | None = None) -> list[DoctorReport]:
+                    min_delegated: float | None = None, max_arena_bytes: int | None = None,
+                    allow_portable: tuple[str, ...] | None = None, max_subgraphs: int | None = None,
+                    max_pte_bytes: int | None = None,
+                    extra_inputs: Mapping[str, Sequence[tuple[Any, ...]]] | None = None) -> list[DoctorReport]:
     """The doctor's pipeline on a program of several methods (``{name: (model, example_args, dynamic_shapes)}``):
     one :class:`DoctorReport` per method, in order.
 
     Each method is exported on its own (a method that does not export fails its report, and the program is not
     lowered: the others say so). The methods are lowered *together* into one ``.pte``, as an app ships them, and
     each method of that program is then compared with its eager model on probes around its own contract, with its
-    delegation and memory plan; the checks (``strict``, ``min_delegated``, ``max_arena_bytes``) apply to each
-    method. Never raises: the doctor's own failure is an ``error`` verdict on every report.
+    delegation and memory plan; the checks (as :func:`examine` takes them) apply to each method. Never raises: the doctor's own failure is an ``error`` verdict on every report.
     """
     from ..diagnose import FIXES, Diagnosis, diagnose_failure
     from ..lowering import export_methods, lower_exported
@@ -287,7 +299,8 @@ def examine_methods(methods: Mapping[str, tuple[torch.nn.Module, tuple[Any, ...]
     target = target or "program"
     reports = {name: DoctorReport(f"{target} · method {name}", backend, "", None, strict=strict,
                                   min_delegated=min_delegated, arena_limit=max_arena_bytes, atol=atol, rtol=rtol,
-                                  method=name) for name in methods}
+                                  method=name, allow_portable=allow_portable, max_subgraphs=max_subgraphs,
+                                  pte_limit=max_pte_bytes) for name in methods}
     runs = {name: _Run(report, say) for name, report in reports.items()}
     wanted = ["export", "lower", "load", "compare", "delegation", "memory"]
     previous = logging.root.manager.disable
@@ -348,7 +361,8 @@ def examine_methods(methods: Mapping[str, tuple[torch.nn.Module, tuple[Any, ...]
             run.report.diagnosis = Diagnosis(kind="ok", stage="load", fix=FIXES["ok"], artifact=artifact,
                                              exported=exported[name], summary="exported, lowered and loaded")
         for name, (model, args, dynamic) in normalised.items():
-            _examine_loaded(runs[name], artifact, model, args, dynamic, seed=seed, atol=atol, rtol=rtol, method=name)
+            _examine_loaded(runs[name], artifact, model, args, dynamic, seed=seed, atol=atol, rtol=rtol, method=name,
+                            extra_inputs=(extra_inputs or {}).get(name, ()))
             _mark_failed_checks(reports[name])
     except Exception as exc:  # noqa: BLE001 - the doctor's own failure: reported as such on every method
         for run in runs.values():

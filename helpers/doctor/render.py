@@ -6,7 +6,8 @@ JSON schema (``schema_version`` 1; fields are only ever added within a version):
 - ``schema_version`` (int), ``tool`` ("export doctor"), ``target``, ``backend``, ``inputs`` (str)
 - ``verdict``: "pass" | "fail" | "error"; ``exit_status``: 0 | 1 | 3; ``headline`` (str)
 - ``options``: ``strict``, ``min_delegated`` (percent or null), ``max_arena_bytes`` (or null), ``pte`` (path or
-  null), ``bundle`` (path or null), ``draft_export`` (bool), ``atol``, ``rtol``
+  null), ``bundle`` (path or null), ``draft_export`` (bool), ``atol``, ``rtol``, ``allow_portable`` (list of
+  operators or null), ``max_subgraphs`` (or null), ``max_pte_bytes`` (or null)
 - ``stages``: list of ``{name, status, message, seconds}``; name in export, draft_export, lower, load,
   compare, delegation, memory, bundle; status "ok" | "failed" (the model fails it) | "skipped" | "error"
   (the doctor failed there)
@@ -21,13 +22,15 @@ JSON schema (``schema_version`` 1; fields are only ever added within a version):
   "silent" (outside, run anyway) or "expected" (outside, refused or failing in eager); ``failure`` says
   whether it fails the verdict; ``max_abs_diff`` is null when not computed or not finite (then see
   ``max_abs_diff_text``: "nan", "inf")
-- ``counts``: ``{inside, outside, failures, silent, match, diverge, rejected, refused, eager_error}``
+- ``counts``: ``{inside, outside, failures, silent, match, diverge, rejected, refused, eager_error, yours}``
+  (``yours``: ``{inputs, inside, failures}`` of the user's own inputs, ``--inputs``; each probe's ``source`` is
+  "generated" or "yours")
 - ``delegation``: ``{source ("lowering" | "pte file"), backend, coverage (0..1), delegated_nodes,
   portable_nodes, delegated_subgraphs, operators: [{op, delegated, portable}], declined: {op: [reason]},
   notes}`` or null
 - ``memory``: ``{arena_bytes, pte_bytes}`` or null
 - ``checks``: list of ``{name, passed, message, details}``; name in parity, strict: outside the contract,
-  strict: bounded Dims, min-delegated, max-arena-bytes, bundle
+  strict: bounded Dims, min-delegated, max-arena-bytes, allow-portable, max-subgraphs, max-pte-bytes, bundle
 - ``draft_export``: ``{issues: [{kind, summary, where}], report, error}`` or null
 - ``bundle``: ``{path, bytes, test_cases, labels, rtol, atols, verified, failed, left_out, problem, verify}``
   or null (``verify``: Python that checks the bundle with ExecuTorch's bindings)
@@ -212,6 +215,12 @@ def to_text(report: DoctorReport) -> str:
             lines.append(f"              {'✗' if report.strict else '!'} Dim {name} has no max: the memory plan is "
                          f"sized for {report.contract.dims()[name].planned} (the example), a longer input is rejected")
         lines.append(f"3. parity      {report.parity.summary()}")
+        if report.user_inputs:
+            mine = report.user_rows
+            words = ", ".join(f"{sum(r.status == s for r in mine)} {STATUS_WORDS[s]}" for s in STATUS_WORDS
+                              if any(r.status == s for r in mine))
+            lines.append(f"              your inputs (--inputs): {len(mine)}, {sum(r.within_contract for r in mine)} "
+                         f"inside the contract; {words}; {sum(_failure(report, r) for r in mine)} fail the verdict")
         for test, title in _GROUPS:
             rows = [r for r in report.parity.rows if test(r)]
             if not rows:
@@ -381,7 +390,9 @@ def to_dict(report: DoctorReport) -> dict[str, Any]:
         "options": {"strict": report.strict, "min_delegated": report.min_delegated,
                     "max_arena_bytes": report.arena_limit, "pte": report.pte_path,
                     "bundle": report.bundle.path if report.bundle else None,
-                    "draft_export": report.draft is not None, "atol": report.atol, "rtol": report.rtol},
+                    "draft_export": report.draft is not None, "atol": report.atol, "rtol": report.rtol,
+                    "allow_portable": None if report.allow_portable is None else list(report.allow_portable),
+                    "max_subgraphs": report.max_subgraphs, "max_pte_bytes": report.pte_limit},
         "stages": [{"name": s.name, "status": s.status, "message": s.message, "seconds": s.seconds}
                    for s in report.stages],
         "diagnosis": None if d is None else {
@@ -402,17 +413,22 @@ def to_dict(report: DoctorReport) -> dict[str, Any]:
                            "inputs": data["inputs"], "ties": data["ties"], "unbounded_dims": report.unbounded_dims}
     if report.parity is not None:
         rows = report.parity.rows
+        yours = len(rows) - report.user_inputs
         out["probes"] = [{
+            "source": "yours" if i >= yours else "generated",
             "label": r.label, "shapes": r.shapes, "status": r.status, "status_words": STATUS_WORDS[r.status],
             "within_contract": r.within_contract, "kind": r.kind, "failure": _failure(report, r),
             "message": r.message, "contract_message": r.contract_message, "max_abs_diff": _number(r.max_abs_diff),
             "max_abs_diff_text": format_diff(r.max_abs_diff) if r.max_abs_diff is not None else None,
-        } for r in rows]
+        } for i, r in enumerate(rows)]
         counts = report.parity.counts()
         out["counts"] = {"inside": sum(r.within_contract for r in rows),
                          "outside": sum(not r.within_contract for r in rows),
                          "failures": sum(_failure(report, r) for r in rows),
-                         "silent": len(report.silent_rows), **counts}
+                         "silent": len(report.silent_rows), **counts,
+                         "yours": {"inputs": report.user_inputs,
+                                   "inside": sum(r.within_contract for r in report.user_rows),
+                                   "failures": sum(_failure(report, r) for r in report.user_rows)}}
     if report.delegation is not None:
         dl = report.delegation
         out["delegation"] = {

@@ -106,6 +106,9 @@ class DoctorReport:
     strict: bool = False
     min_delegated: float | None = None
     arena_limit: int | None = None
+    allow_portable: tuple[str, ...] | None = None  # operators allowed on portable kernels (--allow-portable)
+    max_subgraphs: int | None = None
+    pte_limit: int | None = None  # --max-pte-bytes
     pte_path: str | None = None
     draft: DraftFindings | None = None
     bundle: BundleInfo | None = None
@@ -114,6 +117,13 @@ class DoctorReport:
     atol: float = 1e-4
     rtol: float = 1e-4
     method: str = "forward"  # the program's method this report is about (--spec with several methods)
+    user_inputs: int = 0  # the last this many probes are the user's own inputs (--inputs)
+
+    @property
+    def user_rows(self) -> list[Any]:
+        """The rows of the user's own inputs (``--inputs``), after the generated probes."""
+        rows = self.parity.rows if self.parity else []
+        return rows[len(rows) - self.user_inputs:] if self.user_inputs else []
 
     # ----- verdict ---------------------------------------------------------------------------
     @property
@@ -178,6 +188,31 @@ class DoctorReport:
                              f"arena {self.arena_bytes:,} bytes ({'≤' if ok else '>'} --max-arena-bytes "
                              f"{self.arena_limit:,})", [],
                              f"arena {self.arena_bytes:,} bytes (--max-arena-bytes {self.arena_limit:,})"))
+        if self.allow_portable is not None and self.delegation is not None:
+            portable = {op: n_p for op, (_n_d, n_p) in self.delegation.by_op().items() if n_p}
+            others = {op: n for op, n in portable.items() if op not in set(self.allow_portable)}
+            reasons = self.delegation.reasons()
+            unused = sorted(set(self.allow_portable) - set(portable))
+            out.append(Check(
+                "allow-portable", not others,
+                (f"{len(others)} operator(s) run on portable kernels that --allow-portable does not list: "
+                 f"{', '.join(sorted(others))}" if others else
+                 f"every operator on portable kernels is allowed ({', '.join(sorted(portable)) or 'none'})")
+                + (f"; listed but not on portable kernels: {', '.join(unused)}" if unused else ""),
+                [f"{op} ({n} node(s)): {'; '.join(reasons.get(op, [])) or 'no reason given'}"
+                 for op, n in sorted(others.items())],
+                f"portable {', '.join(sorted(others))} (not in --allow-portable)"))
+        if self.max_subgraphs is not None and self.delegation is not None:
+            n = self.delegation.delegated_subgraphs
+            ok = n <= self.max_subgraphs
+            out.append(Check("max-subgraphs", ok,
+                             f"{n} delegated subgraph(s) ({'≤' if ok else '>'} --max-subgraphs {self.max_subgraphs})",
+                             [], f"{n} delegated subgraphs (--max-subgraphs {self.max_subgraphs})"))
+        if self.pte_limit is not None and self.pte_bytes is not None:
+            ok = self.pte_bytes <= self.pte_limit
+            out.append(Check("max-pte-bytes", ok,
+                             f".pte {self.pte_bytes:,} bytes ({'≤' if ok else '>'} --max-pte-bytes {self.pte_limit:,})",
+                             [], f".pte {self.pte_bytes:,} bytes (--max-pte-bytes {self.pte_limit:,})"))
         if self.bundle is not None:
             b = self.bundle
             out.append(Check("bundle", b.ok, b.problem or (
@@ -289,6 +324,18 @@ class DoctorReport:
                          "example's size and a longer input is rejected on the device: give every Dim the max "
                          "production needs.")
         steps += self._delegation_steps()
+        failed_checks = {c.name for c in self.checks if not c.passed}
+        if "allow-portable" in failed_checks:
+            steps.append("An operator --allow-portable does not list runs on portable kernels (the table names it, with "
+                         "the partitioner's reason): rewrite it with operators the delegate takes, or list it once "
+                         "its cost on the device is measured and accepted.")
+        if "max-subgraphs" in failed_checks:
+            steps.append("Every delegated subgraph is a call into the delegate and a copy of its inputs and outputs: "
+                         "operators left on portable kernels between delegated ones split the graph; delegate them "
+                         "(or move them to the start or the end) to join the subgraphs.")
+        if "max-pte-bytes" in failed_checks:
+            steps.append("The .pte is mostly the weights: quantize them, or share one program's weights between "
+                         "methods instead of shipping several .pte files.")
         if any(c.name == "max-arena-bytes" and not c.passed for c in self.checks):
             steps.append("The arena is planned for each Dim's max: lower the max, bucket the sizes into a few "
                          "static methods (lesson 09), or raise the budget if the device has the memory.")

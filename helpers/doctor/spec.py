@@ -52,6 +52,24 @@ class FlatModel(torch.nn.Module):
         self._constants = [None if i in set(tensor_at) else leaf for i, leaf in enumerate(leaves)]
         self._tensor_at = tensor_at
 
+    def flatten_inputs(self, args: Any, kwargs: dict[str, Any] | None = None) -> tuple[torch.Tensor, ...]:
+        """Other inputs of the spec's structure (``--inputs``) as this model's flat tensors. Raises
+        :class:`SpecError` when the structure or a constant (a non-tensor leaf) differs from the spec's."""
+        if isinstance(args, torch.Tensor):
+            args = (args,)
+        args = tuple(args) if isinstance(args, list) else args
+        leaves, treespec = pytree.tree_flatten((args, kwargs or {}))
+        if treespec != self._treespec:
+            raise SpecError(f"its structure {treespec} differs from the spec's {self._treespec}")
+        for i, (leaf, constant) in enumerate(zip(leaves, self._constants)):
+            if i in self._tensor_at:
+                if not isinstance(leaf, torch.Tensor):
+                    raise SpecError(f"leaf {i} is a {type(leaf).__name__} where the spec has a tensor")
+            elif isinstance(leaf, torch.Tensor) or leaf != constant:
+                raise SpecError(f"leaf {i} is {leaf!r} where the spec has the constant {constant!r} (export bakes "
+                                "constants in)")
+        return tuple(leaves[i] for i in self._tensor_at)
+
     def call(self, tensors: tuple[torch.Tensor, ...]) -> tuple[Any, ...]:
         leaves = list(self._constants)
         for i, t in zip(self._tensor_at, tensors):
