@@ -18,6 +18,7 @@ import logging
 import math
 import re
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,7 +29,7 @@ from .artifact import HostRefusedError, PteArtifact, RuntimeRejectedError
 from .contract import InputContract, forward_parameter_names, user_dim_specs
 
 __all__ = ["Probe", "probe_inputs", "ParityRow", "ParityReport", "ParityGroup", "compare", "check_one", "STATUSES",
-           "STATUS_WORDS"]
+           "STATUS_WORDS", "flat_outputs", "Tolerance"]
 
 STATUSES = ("match", "diverge", "rejected", "refused", "eager_error")
 STATUS_WORDS = {"match": "match", "diverge": "diverge", "rejected": "rejected by the runtime",
@@ -355,6 +356,11 @@ def format_diff(d: float | None) -> str:
     return f"{d:.3g}"
 
 
+def flat_outputs(out: Any) -> tuple[Any, ...]:
+    """A model's outputs in the flat order :func:`compare` compares them (tuples, lists and dicts flattened)."""
+    return _as_tuple(out)
+
+
 def _as_tuple(out: Any) -> tuple[Any, ...]:
     if isinstance(out, (tuple, list)):
         flat: list[Any] = []
@@ -366,10 +372,21 @@ def _as_tuple(out: Any) -> tuple[Any, ...]:
     return (out,)
 
 
-def _difference(eager: tuple[Any, ...], pte: tuple[Any, ...], atol: float, rtol: float) -> tuple[bool, float | None, str]:
-    """(same?, max abs difference, what differs) over all outputs."""
+Tolerance = float | Sequence[float]  # one for every output, or one per output (in the flat order of the outputs)
+
+
+def _per_output(tolerance: Tolerance, i: int) -> float:
+    return float(tolerance) if isinstance(tolerance, (int, float)) else float(tolerance[i])
+
+
+def _difference(eager: tuple[Any, ...], pte: tuple[Any, ...], atol: Tolerance, rtol: Tolerance
+                ) -> tuple[bool, float | None, str]:
+    """(same?, max abs difference, what differs) over all outputs; ``atol``/``rtol``: one value, or one per output."""
     if len(eager) != len(pte):
         return False, None, f"{len(eager)} outputs in eager, {len(pte)} from the .pte"
+    for name, tolerance in (("atol", atol), ("rtol", rtol)):
+        if not isinstance(tolerance, (int, float)) and len(tolerance) != len(eager):
+            raise ValueError(f"{len(tolerance)} {name} values for {len(eager)} outputs: give one, or one per output")
     worst = 0.0
     for i, (e, p) in enumerate(zip(eager, pte)):
         if not isinstance(e, torch.Tensor) or not isinstance(p, torch.Tensor):
@@ -395,7 +412,7 @@ def _difference(eager: tuple[Any, ...], pte: tuple[Any, ...], atol: float, rtol:
         # output's largest finite value (a ±1e4 input must not read as a divergence at 1e-3).
         finite = e64[torch.isfinite(e64)]
         scale = max(1.0, float(finite.abs().max())) if finite.numel() else 1.0
-        close = torch.isclose(e64, p64, atol=atol * scale, rtol=rtol) | ignore
+        close = torch.isclose(e64, p64, atol=_per_output(atol, i) * scale, rtol=_per_output(rtol, i)) | ignore
         if not bool(close.all()):
             return False, worst, f"output {i} values differ"
     return True, worst, ""
@@ -412,7 +429,7 @@ def _logging_paused():
 
 
 def check_one(model: torch.nn.Module, artifact: PteArtifact, args: tuple[Any, ...], *, method: str = "forward",
-              label: str = "", atol: float = 1e-4, rtol: float = 1e-4) -> ParityRow:
+              label: str = "", atol: Tolerance = 1e-4, rtol: Tolerance = 1e-4) -> ParityRow:
     """Run eager and the raw runtime on one input and classify the result."""
     if isinstance(args, torch.Tensor):
         args = (args,)
@@ -602,8 +619,9 @@ class ParityGroup:
 
 
 def compare(model: torch.nn.Module, artifact: PteArtifact, inputs: Any, *, method: str = "forward",
-            atol: float = 1e-4, rtol: float = 1e-4) -> ParityReport:
-    """Run eager and the raw ``.pte`` on every input; one :class:`ParityRow` each.
+            atol: Tolerance = 1e-4, rtol: Tolerance = 1e-4) -> ParityReport:
+    """Run eager and the raw ``.pte`` on every input; one :class:`ParityRow` each. ``atol``/``rtol``: one value
+    for every output, or a sequence with one per output (outputs flattened in order).
 
     ``inputs`` is a list of :class:`Probe`, of argument tuples, or of single tensors.
     Only the model's own outputs are compared (a program that mutates an input has extra

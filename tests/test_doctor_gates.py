@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 from helpers.doctor import UsageError, main, prepare
 from helpers.doctor.cli import parse_operators
@@ -109,3 +110,36 @@ def test_gates_apply_to_each_method_of_a_program(tmp_path, capsys):
 def test_bad_gate_values_are_one_line(flags, expected):
     with pytest.raises(UsageError, match=expected):
         prepare(["--spec", f"{SPECS}:tracker", *flags])
+
+
+# ----- per-output tolerances ----------------------------------------------------------------------
+def test_a_tolerance_per_output_judges_each_output_by_its_own():
+    from helpers.parity import _difference
+
+    eager = (torch.tensor([1.0, 2.0]), torch.tensor([10.0, 20.0]))
+    pte = (torch.tensor([1.0, 2.0]), torch.tensor([10.0, 20.05]))  # the second output is 0.05 off
+    assert _difference(eager, pte, atol=1e-4, rtol=0)[0] is False
+    assert _difference(eager, pte, atol=(1e-4, 1e-2), rtol=0)[0] is True  # 1e-2 scaled by 20: 0.2 allowed
+    same, _, what = _difference(eager, pte, atol=(1e-2, 1e-4), rtol=0)  # the tight one on the wrong output
+    assert (same, what) == (False, "output 1 values differ")
+    with pytest.raises(ValueError, match="3 atol values for 2 outputs"):
+        _difference(eager, pte, atol=(1e-4, 1e-4, 1e-4), rtol=0)
+
+
+def test_the_doctor_takes_one_tolerance_per_output(tmp_path, capsys):
+    code, report = _run(tmp_path, capsys, "tracker", "--atol", "1e-4,1e-3,1e-2", "--rtol", "1e-4")
+    assert code == 0
+    assert (report["options"]["atol"], report["options"]["rtol"]) == ([1e-4, 1e-3, 1e-2], 1e-4)
+
+
+@pytest.mark.parametrize(("flags", "expected"), [
+    (["--atol", "1e-4,1e-2"], "--atol: 2 values, but --spec"),
+    (["--rtol", "1e-4,1e-4,1e-4,1e-4"], "--rtol: 4 values"),
+    (["--atol=-1e-4"], "tolerances are finite and not negative"),
+    (["--atol", "tight"], "expected a number, or one number per output"),
+    (["--atol", "1e-4,1e-3,1e-2", "--bundle", "x.bpte"], "--bundle takes one --atol and one --rtol"),
+])
+def test_bad_tolerances_are_one_line(flags, expected):
+    with pytest.raises(UsageError) as caught:
+        prepare(["--spec", f"{SPECS}:tracker", *flags])
+    assert expected in str(caught.value), str(caught.value)

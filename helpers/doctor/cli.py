@@ -17,6 +17,7 @@ import importlib
 import importlib.util
 import inspect
 import logging
+import math
 import re
 import sys
 import time
@@ -31,13 +32,14 @@ import torch
 from .._quiet import silence_library_noise
 from ..contract import forward_parameters
 from ..display import error_line
+from ..parity import flat_outputs
 from . import render
 from .examine import examine, examine_methods
 from .report import EXIT_ERROR, EXIT_PASS, EXIT_USAGE, DoctorReport, program_verdict
 from .spec import FlatSpec, SpecError, flatten_program
 
 __all__ = ["UsageError", "ExampleSpec", "DimSpec", "Prepared", "parse_example", "parse_dim", "parse_kwarg",
-           "parse_operators", "load_model", "load_spec", "load_inputs", "make_examples", "forward_inputs", "build_dynamic_shapes", "integer_highs",
+           "parse_operators", "parse_tolerance", "load_model", "load_spec", "load_inputs", "make_examples", "forward_inputs", "build_dynamic_shapes", "integer_highs",
            "prepare", "main", "DEFAULT_INT_HIGH", "DTYPES"]
 
 DEFAULT_INT_HIGH = 10
@@ -129,6 +131,24 @@ def parse_dim(text: str) -> DimSpec:
     if top is not None and top <= int(lo):
         raise UsageError(f"--dim {text!r}: MAX must be greater than MIN")
     return DimSpec(text, inp, int(axis), name, int(lo), top)
+
+
+def parse_tolerance(flag: str, text: str) -> float | tuple[float, ...]:
+    """``1e-4`` (every output) or ``1e-4,1e-2`` (one per output, in their flat order)."""
+    parts = [p.strip() for p in text.split(",")]
+    try:
+        values = [float(p) for p in parts]
+    except ValueError:
+        raise UsageError(f"{flag} {text!r}: expected a number, or one number per output separated by commas") from None
+    if not all(math.isfinite(v) and v >= 0 for v in values):
+        raise UsageError(f"{flag} {text!r}: tolerances are finite and not negative")
+    return values[0] if len(values) == 1 else tuple(values)
+
+
+def _check_tolerance_count(flag: str, tolerance: float | tuple[float, ...], outputs: int, where: str) -> None:
+    if isinstance(tolerance, tuple) and len(tolerance) != outputs:
+        raise UsageError(f"{flag}: {len(tolerance)} values, but {where} returns {outputs} output tensor(s): give one "
+                         "value, or one per output")
 
 
 def parse_operators(text: str) -> tuple[str, ...]:
@@ -483,8 +503,8 @@ class Prepared:
     dynamic_shapes: dict[str, Any] | None
     backend: str = "xnnpack"
     seed: int = 0
-    atol: float = 1e-4
-    rtol: float = 1e-4
+    atol: float | tuple[float, ...] = 1e-4
+    rtol: float | tuple[float, ...] = 1e-4
     report_path: str | None = None
     quiet: bool = False
     json_path: str | None = None
@@ -549,8 +569,11 @@ def _parser() -> argparse.ArgumentParser:
                         "that reads the input, 2 for an input named like a mask, else the smallest nn.Embedding "
                         f"vocabulary, else {DEFAULT_INT_HIGH}")
     p.add_argument("--seed", type=int, default=0, help="seed for example and probe values (default 0)")
-    p.add_argument("--atol", type=float, default=1e-4)
-    p.add_argument("--rtol", type=float, default=1e-4)
+    p.add_argument("--atol", default="1e-4", metavar="X[,X...]",
+                   help="absolute tolerance (scaled by each output's largest value): one for every output, or one "
+                        "per output in their flat order (default 1e-4)")
+    p.add_argument("--rtol", default="1e-4", metavar="X[,X...]",
+                   help="relative tolerance: one, or one per output (default 1e-4)")
     p.add_argument("--strict", action="store_true",
                    help="also fail on probes outside the contract that the runtime runs silently, and on a Dim "
                         "without a max")
@@ -622,6 +645,9 @@ def prepare(argv: Sequence[str]) -> Prepared:
     if ns.max_pte_bytes is not None and ns.max_pte_bytes < 1:
         raise UsageError("--max-pte-bytes must be a positive number of bytes")
     allow_portable = None if ns.allow_portable is None else parse_operators(ns.allow_portable)
+    atol, rtol = parse_tolerance("--atol", ns.atol), parse_tolerance("--rtol", ns.rtol)
+    if ns.bundle is not None and (isinstance(atol, tuple) or isinstance(rtol, tuple)):
+        raise UsageError("--bundle takes one --atol and one --rtol (a bundled test case has one tolerance)")
     for flag, value in (("--report", ns.report), ("--json", ns.json), ("--junit", ns.junit), ("--bundle", ns.bundle)):
         _output_path(flag, value)
     pte_bytes = None
@@ -645,17 +671,19 @@ def prepare(argv: Sequence[str]) -> Prepared:
                 raise UsageError(f"--spec {ns.spec} has several methods; {', '.join(given)} examine(s) one method "
                                  "(forward): give a spec of that one method")
         for name, flat in flats.items():
+            method = f" method {name!r}:" if several else ""
             try:
                 with torch.no_grad():
-                    flat.model(*[e.clone() for e in flat.example_args])
+                    outputs = flat.model(*[e.clone() for e in flat.example_args])
             except Exception as exc:  # noqa: BLE001 - inputs the model cannot take are an argument problem
-                method = f" method {name!r}:" if several else ""
                 raise UsageError(f"--spec {ns.spec}:{method} the model does not run on the spec's inputs in eager "
                                  f"PyTorch: {error_line(exc)}") from None
+            for flag, tolerance in (("--atol", atol), ("--rtol", rtol)):
+                _check_tolerance_count(flag, tolerance, len(outputs), f"--spec {ns.spec}{method.rstrip(':')}")
         first = next(iter(flats.values()))
         extra = load_inputs(ns.inputs, flats, several) if ns.inputs else {}
-        return Prepared(ns.spec, first.model, first.example_args, first.dynamic_shapes, ns.backend, ns.seed, ns.atol,
-                        ns.rtol, ns.report, ns.quiet, **options, methods=flats if several else None,
+        return Prepared(ns.spec, first.model, first.example_args, first.dynamic_shapes, ns.backend, ns.seed, atol,
+                        rtol, ns.report, ns.quiet, **options, methods=flats if several else None,
                         extra_inputs=extra)
     model = load_model(ns.target, kwargs)
     names, required = forward_inputs(model)
@@ -670,13 +698,15 @@ def prepare(argv: Sequence[str]) -> Prepared:
     dynamic = build_dynamic_shapes(names, examples, dims)
     try:
         with torch.no_grad():
-            model(*[e.clone() for e in examples])
+            outputs = model(*[e.clone() for e in examples])
     except Exception as exc:  # noqa: BLE001 - a shape the model cannot take is an argument problem
         shapes = ", ".join(f"{n}={tuple(e.shape)}" for n, e in zip(names, examples))
         raise UsageError(f"the example inputs do not fit {ns.target} in eager PyTorch ({shapes}): "
                          f"{error_line(exc)}") from None
+    for flag, tolerance in (("--atol", atol), ("--rtol", rtol)):
+        _check_tolerance_count(flag, tolerance, len(flat_outputs(outputs)), ns.target)
     extra = {"forward": _positional_inputs(ns.inputs, _load_input_file(ns.inputs), len(examples))} if ns.inputs else {}
-    return Prepared(ns.target, model, examples, dynamic, ns.backend, ns.seed, ns.atol, ns.rtol, ns.report, ns.quiet,
+    return Prepared(ns.target, model, examples, dynamic, ns.backend, ns.seed, atol, rtol, ns.report, ns.quiet,
                     **options, extra_inputs=extra)
 
 

@@ -23,6 +23,7 @@ import torch
 
 from ..contract import forward_parameter_names
 from ..display import error_line
+from ..parity import Tolerance
 from .report import STAGE_NAMES, DoctorReport, Stage
 
 if TYPE_CHECKING:
@@ -103,7 +104,7 @@ class _Run:
 
 
 def examine(model: torch.nn.Module, example_args: Any, dynamic_shapes: Any = None, *, backend: str = "xnnpack",
-            target: str | None = None, seed: int = 0, atol: float = 1e-4, rtol: float = 1e-4,
+            target: str | None = None, seed: int = 0, atol: Tolerance = 1e-4, rtol: Tolerance = 1e-4,
             progress: Callable[[str], None] | None = None, strict: bool = False,
             min_delegated: float | None = None, max_arena_bytes: int | None = None, pte: bytes | None = None,
             pte_path: str | None = None, bundle: str | Path | None = None, draft_export: bool = False,
@@ -156,7 +157,7 @@ def examine(model: torch.nn.Module, example_args: Any, dynamic_shapes: Any = Non
 
 
 def _pipeline(run: _Run, model: torch.nn.Module, example_args: tuple[Any, ...], dynamic_shapes: Any, *,
-              backend: str, seed: int, atol: float, rtol: float, pte: bytes | None, pte_path: str | None,
+              backend: str, seed: int, atol: Tolerance, rtol: Tolerance, pte: bytes | None, pte_path: str | None,
               bundle: str | Path | None, draft_export: bool, extra_inputs: Sequence[tuple[Any, ...]] = ()) -> None:
     from ..diagnose import FIXES, Diagnosis, diagnose_failure
     from ..lowering import export_methods, lower_exported
@@ -230,6 +231,8 @@ def _pipeline(run: _Run, model: torch.nn.Module, example_args: tuple[Any, ...], 
         from .bundle import write_bundle
 
         run.begin("bundle", f"writing and verifying the BundledProgram {bundle}")
+        if not isinstance(atol, (int, float)) or not isinstance(rtol, (int, float)):
+            raise ValueError("a bundle takes one atol and one rtol (a bundled test case has one tolerance)")
         report.bundle = write_bundle(artifact, model, report.probes, report.parity, path=bundle, atol=atol, rtol=rtol)
         run.end("ok" if report.bundle.ok else "failed",
                 report.bundle.problem or f"{len(report.bundle.labels)} test case(s) written to {bundle}")
@@ -238,7 +241,7 @@ def _pipeline(run: _Run, model: torch.nn.Module, example_args: tuple[Any, ...], 
 
 
 def _examine_loaded(run: _Run, artifact: PteArtifact, model: torch.nn.Module, example_args: tuple[Any, ...],
-                    dynamic_shapes: Any, *, seed: int, atol: float, rtol: float, method: str = "forward",
+                    dynamic_shapes: Any, *, seed: int, atol: Tolerance, rtol: Tolerance, method: str = "forward",
                     extra_inputs: Sequence[tuple[Any, ...]] = ()) -> None:
     """Stages 3-5 on a loaded program: compare ``method`` with eager on probes around its contract (and on the
     user's ``extra_inputs``, last), then its delegation and memory plan."""
@@ -278,8 +281,8 @@ def _mark_failed_checks(report: DoctorReport) -> None:
 
 
 def examine_methods(methods: Mapping[str, tuple[torch.nn.Module, tuple[Any, ...], Any]], *,
-                    backend: str = "xnnpack", target: str | None = None, seed: int = 0, atol: float = 1e-4,
-                    rtol: float = 1e-4, progress: Callable[[str], None] | None = None, strict: bool = False,
+                    backend: str = "xnnpack", target: str | None = None, seed: int = 0, atol: Tolerance = 1e-4,
+                    rtol: Tolerance = 1e-4, progress: Callable[[str], None] | None = None, strict: bool = False,
                     min_delegated: float | None = None, max_arena_bytes: int | None = None,
                     allow_portable: tuple[str, ...] | None = None, max_subgraphs: int | None = None,
                     max_pte_bytes: int | None = None,

@@ -6,7 +6,8 @@ JSON schema (``schema_version`` 1; fields are only ever added within a version):
 - ``schema_version`` (int), ``tool`` ("export doctor"), ``target``, ``backend``, ``inputs`` (str)
 - ``verdict``: "pass" | "fail" | "error"; ``exit_status``: 0 | 1 | 3; ``headline`` (str)
 - ``options``: ``strict``, ``min_delegated`` (percent or null), ``max_arena_bytes`` (or null), ``pte`` (path or
-  null), ``bundle`` (path or null), ``draft_export`` (bool), ``atol``, ``rtol``, ``allow_portable`` (list of
+  null), ``bundle`` (path or null), ``draft_export`` (bool), ``atol``, ``rtol`` (a number, or a list with one per
+  output), ``allow_portable`` (list of
   operators or null), ``max_subgraphs`` (or null), ``max_pte_bytes`` (or null)
 - ``stages``: list of ``{name, status, message, seconds}``; name in export, draft_export, lower, load,
   compare, delegation, memory, bundle; status "ok" | "failed" (the model fails it) | "skipped" | "error"
@@ -377,6 +378,10 @@ def to_html(report: DoctorReport, document: bool = False) -> str:
 
 
 # ----- JSON --------------------------------------------------------------------------------------
+def _tolerance(value: Any) -> float | list[float]:
+    return float(value) if isinstance(value, (int, float)) else [float(v) for v in value]
+
+
 def _number(value: float | None) -> float | None:
     return value if value is not None and math.isfinite(value) else None
 
@@ -390,7 +395,8 @@ def to_dict(report: DoctorReport) -> dict[str, Any]:
         "options": {"strict": report.strict, "min_delegated": report.min_delegated,
                     "max_arena_bytes": report.arena_limit, "pte": report.pte_path,
                     "bundle": report.bundle.path if report.bundle else None,
-                    "draft_export": report.draft is not None, "atol": report.atol, "rtol": report.rtol,
+                    "draft_export": report.draft is not None, "atol": _tolerance(report.atol),
+                    "rtol": _tolerance(report.rtol),
                     "allow_portable": None if report.allow_portable is None else list(report.allow_portable),
                     "max_subgraphs": report.max_subgraphs, "max_pte_bytes": report.pte_limit},
         "stages": [{"name": s.name, "status": s.status, "message": s.message, "seconds": s.seconds}

@@ -11,6 +11,7 @@ status 3, and the report says so instead of blaming the model.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -114,8 +115,8 @@ class DoctorReport:
     bundle: BundleInfo | None = None
     internal_error: BaseException | None = field(default=None, repr=False)
     internal_stage: str | None = None
-    atol: float = 1e-4
-    rtol: float = 1e-4
+    atol: float | Sequence[float] = 1e-4  # one per output when a sequence
+    rtol: float | Sequence[float] = 1e-4
     method: str = "forward"  # the program's method this report is about (--spec with several methods)
     user_inputs: int = 0  # the last this many probes are the user's own inputs (--inputs)
 
