@@ -271,3 +271,24 @@ def test_a_method_that_does_not_export_fails_the_program(tmp_path, capsys):
                      "message": "not lowered: method chunks of the program did not export"}
     assert short["verdict"] == "fail"  # nothing was lowered, so nothing about this method passed
     assert out.rstrip().splitlines()[-1].endswith("2 methods: short FAIL, chunks FAIL → FAIL (exit 1)")
+
+
+def test_a_shapes_collection_declares_the_same_dims():
+    from torch.export import Dim, ShapesCollection
+
+    spec = doctor_specs.tracker()
+    x, (h, c) = spec["args"]
+    mask = spec["kwargs"]["mask"]
+    batch, steps = Dim("batch", min=1, max=8), Dim("steps", min=2, max=16)
+    collection = ShapesCollection()
+    collection[x], collection[mask] = {0: batch, 1: steps}, {0: batch, 1: steps}
+    collection[h], collection[c] = {0: batch}, {0: batch}
+    spec["dynamic_shapes"] = collection
+    by_collection = flatten_spec(spec).dynamic_shapes
+    by_dict = flatten_spec(doctor_specs.tracker()).dynamic_shapes
+
+    def described(shapes):
+        return {name: {axis: (d.__name__, d.min, d.max) for axis, d in axes.items()} for name, axes in shapes.items()}
+
+    assert described(by_collection) == described(by_dict)
+    assert by_collection["x"][0] is by_collection["state_1"][0]

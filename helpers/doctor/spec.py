@@ -2,8 +2,8 @@
 
 The function returns ``{"model": nn.Module, "args": tuple, "kwargs": dict, "dynamic_shapes": ...}`` (``kwargs`` and
 ``dynamic_shapes`` optional): keyword and nested inputs (tuples, lists, dicts, classes registered with pytree),
-derived ``Dim``s (``4 * chunk``), ``Dim.AUTO`` / ``Dim.STATIC`` / ``Dim.DYNAMIC``, shared ``Dim``s, and a
-``ShapesCollection``. :func:`load_spec` checks it and turns it into a :class:`FlatModel`: the model behind a
+derived ``Dim``s (``4 * chunk``), ``Dim.AUTO`` / ``Dim.STATIC`` / ``Dim.DYNAMIC``, shared ``Dim``s (a
+``ShapesCollection`` is turned into that structure the way ``torch.export`` does it). :func:`load_spec` checks it and turns it into a :class:`FlatModel`: the model behind a
 ``forward`` that takes the input's tensors one by one, in the order ``torch.export`` flattens ``(args, kwargs)``,
 which is also the order of the ``.pte``'s inputs. The doctor's pipeline (export, lowering, the input contract,
 the probes, the comparison with eager) works on flat tensors; the flat model calls the user's model with the
@@ -12,8 +12,9 @@ structure rebuilt, so eager runs the model as the user calls it, and the exporte
 them). Non-tensor leaves (ints, floats, bools, strings, None) are constants, as ``torch.export`` treats them.
 Outputs are returned as the flat tuple of their tensors, in pytree order (as the ``.pte`` returns them).
 
-``{"methods": {name: spec, ...}}`` is a program of several methods (buckets, a hoisted decision, prefill and
-decode), each method a spec as above: :func:`flatten_program` makes each flat.
+``{"methods": {name: spec, ...}}`` is a program of several methods (buckets, a hoisted decision), each method a
+spec as above: :func:`flatten_program` makes each flat. (Methods that write shared state, a KV cache, are not
+examined faithfully yet: see the README.)
 
 Everything wrong with a spec is a :class:`SpecError`: one line, which the command line prints before exiting
 with status 2 (this module imports nothing of the doctor).
