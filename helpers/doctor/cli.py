@@ -774,7 +774,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exc()
         print(internal_error_line(prepared.target, None, exc), file=sys.stderr)
         return EXIT_ERROR
-    return _finish(report, prepared, say)
+    return _finish([report], prepared, say)
 
 
 def _program(prepared: Prepared, say: Callable[[str], None]) -> int:
@@ -794,47 +794,39 @@ def _program(prepared: Prepared, say: Callable[[str], None]) -> int:
             traceback.print_exc()
         print(internal_error_line(prepared.target, None, exc), file=sys.stderr)
         return EXIT_ERROR
-    print(render.program_to_text(reports, prepared.target))
+    return _finish(reports, prepared, say)
+
+
+def _finish(reports: list[DoctorReport], prepared: Prepared, say: Callable[[str], None]) -> int:
+    """Print the report, write the files asked for, return the exit status: one report, or one per method of a
+    program (``prepared.methods``), each format then the program's."""
+    target = prepared.target
+    if prepared.methods is None:
+        report = reports[0]
+        text, html, data, junit = (render.to_text(report), lambda: render.to_html(report, document=True),
+                                   lambda: render.to_json(report), lambda: render.to_junit(report))
+    else:
+        text, html, data, junit = (render.program_to_text(reports, target),
+                                   lambda: render.program_to_html(reports, target),
+                                   lambda: render.program_to_json(reports, target),
+                                   lambda: render.program_to_junit(reports))
+    print(text)
     try:
-        if prepared.report_path:
-            _write(prepared.report_path, render.program_to_html(reports, prepared.target), say, "HTML report")
-        if prepared.json_path:
-            _write(prepared.json_path, render.program_to_json(reports, prepared.target), say, "JSON report")
-        if prepared.junit_path:
-            _write(prepared.junit_path, render.program_to_junit(reports), say, "JUnit XML")
+        for path, make, what in ((prepared.report_path, html, "HTML report"), (prepared.json_path, data, "JSON report"),
+                                 (prepared.junit_path, junit, "JUnit XML")):
+            if path:
+                _write(path, make(), say, what)
     except Exception as exc:  # noqa: BLE001 - failing to write a report is the tool's failure, not the model's
         if prepared.traceback:
             traceback.print_exc()
-        print(internal_error_line(prepared.target, "writing the reports", exc), file=sys.stderr)
+        print(internal_error_line(target, "writing the reports", exc), file=sys.stderr)
         return EXIT_ERROR
     failed = next((r for r in reports if r.internal_error is not None), None)
     if failed is not None and failed.internal_error is not None:
         if prepared.traceback:
             traceback.print_exception(failed.internal_error)
-        print(internal_error_line(prepared.target, failed.internal_stage, failed.internal_error), file=sys.stderr)
+        print(internal_error_line(target, failed.internal_stage, failed.internal_error), file=sys.stderr)
     verdict, code = program_verdict(reports)
     say(f"done: {verdict} (exit {code})")
     return code
-
-
-def _finish(report: DoctorReport, prepared: Prepared, say: Callable[[str], None]) -> int:
-    print(render.to_text(report))
-    try:
-        if prepared.report_path:
-            _write(prepared.report_path, render.to_html(report, document=True), say, "HTML report")
-        if prepared.json_path:
-            _write(prepared.json_path, render.to_json(report), say, "JSON report")
-        if prepared.junit_path:
-            _write(prepared.junit_path, render.to_junit(report), say, "JUnit XML")
-    except Exception as exc:  # noqa: BLE001 - failing to write a report is the tool's failure, not the model's
-        if prepared.traceback:
-            traceback.print_exc()
-        print(internal_error_line(prepared.target, "writing the reports", exc), file=sys.stderr)
-        return EXIT_ERROR
-    if report.internal_error is not None:
-        if prepared.traceback:
-            traceback.print_exception(report.internal_error)
-        print(internal_error_line(prepared.target, report.internal_stage, report.internal_error), file=sys.stderr)
-    say(f"done: {report.verdict} (exit {report.exit_code})")
-    return report.exit_code
 
