@@ -27,7 +27,7 @@ import sys
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -86,7 +86,9 @@ class Diagnosis:
     summary: str
     fix: str
     source_line: str | None = None
-    location: str | None = None
+    location: str | None = None  # "helpers/models.py:12" inside this checkout, else the file's name and line
+    path: str | None = None  # the offending line's file, absolute (None in a notebook cell)
+    line: int | None = None
     error_type: str | None = None
     message: str = ""
     suggested_fixes: list[str] = field(default_factory=list)
@@ -139,12 +141,31 @@ def classify(exc: BaseException) -> str:
 
 def _location(filename: str, lineno: int) -> str:
     path = Path(filename)
-    if "ipykernel" in filename or filename.startswith("<ipython"):
+    if _in_notebook(filename):
         return f"notebook cell, line {lineno}"
     try:
         return f"{path.resolve().relative_to(_REPO)}:{lineno}"
     except ValueError:
         return f"{path.name}:{lineno}"
+
+
+def _in_notebook(filename: str) -> bool:
+    return "ipykernel" in filename or filename.startswith("<ipython")
+
+
+class SourceFrame(NamedTuple):
+    """The user's line an error points at: ``forward(): if x.sum() > 0:``, where it is for a reader
+    (``helpers/models.py:40``), and its file (absolute; None in a notebook cell) and line number."""
+
+    source: str
+    location: str
+    path: str | None
+    line: int
+
+
+def _frame(filename: str, lineno: int, func: str, code: str) -> SourceFrame:
+    path = None if _in_notebook(filename) or filename.startswith("<") else str(Path(filename).resolve())
+    return SourceFrame(f"{func}(): {code.strip()}", _location(filename, lineno), path, lineno)
 
 
 def _is_library(filename: str) -> bool:
@@ -156,8 +177,8 @@ def _is_library(filename: str) -> bool:
     return filename.startswith(sys.prefix) or filename.startswith(sys.base_prefix)
 
 
-def _graph_frame(exported: Any, operator: str | None) -> tuple[str, str] | None:
-    """(source line, location) of the user's code that created a node calling ``operator`` in the
+def _graph_frame(exported: Any, operator: str | None) -> SourceFrame | None:
+    """The line of the user's code that created a node calling ``operator`` in the
     exported graph (its ``stack_trace``): where a lowering or loading error points in ``forward()``."""
     if exported is None or not operator:
         return None
@@ -169,20 +190,20 @@ def _graph_frame(exported: Any, operator: str | None) -> tuple[str, str] | None:
         frames = re.findall(r'File "([^"]+)", line (\d+), in (\w+)\n\s*(.+)', node.meta.get("stack_trace") or "")
         for filename, lineno, func, code in reversed(frames):
             if not _is_library(filename):
-                return f"{func}(): {code.strip()}", _location(filename, int(lineno))
+                return _frame(filename, int(lineno), func, code)
     return None
 
 
-def user_frame(exc: BaseException) -> tuple[str, str] | None:
-    """(source line, location) of the user's code that triggered ``exc``, where torch reports it."""
+def user_frame(exc: BaseException) -> SourceFrame | None:
+    """The line of the user's code that triggered ``exc``, where torch reports it."""
     message = str(exc)
     m = re.search(r'The following call raised this error:\s*\n\s*File "([^"]+)", line (\d+), in (\w+)\n\s*(.+)', message)
     if m:
-        return f"{m.group(3)}(): {m.group(4).strip()}", _location(m.group(1), int(m.group(2)))
+        return _frame(m.group(1), int(m.group(2)), m.group(3), m.group(4))
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if not _is_library(f.filename)]
     for frame in reversed(frames):
         if frame.line and frame.name not in ("<module>",):
-            return f"{frame.name}(): {frame.line.strip()}", _location(frame.filename, frame.lineno or 0)
+            return _frame(frame.filename, frame.lineno or 0, frame.name, frame.line)
     return None
 
 
@@ -241,13 +262,15 @@ def diagnose_exception(exc: BaseException, stage: str, exported: Any = None) -> 
     message = str(exc)
     operator = _operator(message) if kind == "unsupported_operator" else None
     located = user_frame(exc) or _graph_frame(exported, operator)
-    source, location = located if located else (None, None)
+    source = located.source if located else None
     fix = FIXES[kind]
     if kind == "data_dependent" and source and "while " in source:
         fix = ("A `while` on a tensor cannot be traced: bound it (a fixed number of steps with torch.where "
                "masking the finished ones) or run the loop in the app, calling the exported step. ") + fix
     return Diagnosis(kind=kind, stage=stage, summary=_summary(kind, exc, source, operator, stage), fix=fix,
-                     source_line=source, location=location, error_type=type(exc).__name__,
+                     source_line=source, location=located.location if located else None,
+                     path=located.path if located else None, line=located.line if located else None,
+                     error_type=type(exc).__name__,
                      message=message, suggested_fixes=_suggested_fixes(message), operator=operator,
                      exported=exported)
 

@@ -18,6 +18,7 @@ import importlib.util
 import inspect
 import logging
 import math
+import os
 import re
 import sys
 import time
@@ -33,7 +34,7 @@ from .._quiet import silence_library_noise
 from ..contract import forward_parameters
 from ..display import error_line
 from ..parity import flat_outputs
-from . import render
+from . import github, render
 from .examine import examine, examine_methods
 from .report import EXIT_ERROR, EXIT_PASS, EXIT_USAGE, DoctorReport, program_verdict
 from .spec import FlatSpec, SpecError, flatten_program
@@ -509,6 +510,7 @@ class Prepared:
     quiet: bool = False
     json_path: str | None = None
     junit_path: str | None = None
+    github: bool = False
     strict: bool = False
     min_delegated: float | None = None
     max_arena_bytes: int | None = None
@@ -605,6 +607,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--report", metavar="out.html", help="also write the report as a standalone HTML file")
     p.add_argument("--json", metavar="FILE", help="also write the report as JSON (see schema_version)")
     p.add_argument("--junit", metavar="FILE", help="also write JUnit XML: one testcase per probe and per check")
+    p.add_argument("--github", action="store_true",
+                   help="in a GitHub Actions job: also print annotations (::error with the model, method and probe; "
+                        "on the offending line when export fails there) and append a Markdown summary to "
+                        "$GITHUB_STEP_SUMMARY (verdict, gates, failing probes)")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     p.add_argument("--traceback", action="store_true", help="show the traceback of an internal error")
     return p
@@ -658,7 +664,7 @@ def prepare(argv: Sequence[str]) -> Prepared:
         pte_bytes = path.read_bytes()
         if len(pte_bytes) < 8 or pte_bytes[4:6] != b"ET":
             raise UsageError(f"--pte {ns.pte!r}: not an ExecuTorch program (no 'ET' file identifier)")
-    options = {"json_path": ns.json, "junit_path": ns.junit, "strict": ns.strict, "min_delegated": ns.min_delegated,
+    options = {"json_path": ns.json, "junit_path": ns.junit, "github": ns.github, "strict": ns.strict, "min_delegated": ns.min_delegated,
                "max_arena_bytes": ns.max_arena_bytes, "pte_path": ns.pte, "pte_bytes": pte_bytes,
                "bundle_path": ns.bundle, "draft_export": ns.draft_export, "traceback": ns.traceback,
                "allow_portable": allow_portable, "max_subgraphs": ns.max_subgraphs, "max_pte_bytes": ns.max_pte_bytes}
@@ -733,6 +739,19 @@ def internal_error_line(target: str, stage: str | None, exc: BaseException) -> s
 def _write(path: str, text: str, say: Callable[[str], None], what: str) -> None:
     Path(path).write_text(text, encoding="utf-8")
     say(f"{what} written to {path}")
+
+
+def _github(reports: list[DoctorReport], target: str, say: Callable[[str], None]) -> None:
+    """--github: the annotations on stdout (where the runner reads workflow commands), the summary appended to the
+    file GitHub names in $GITHUB_STEP_SUMMARY (other steps write theirs to the same file)."""
+    print("\n".join(github.workflow_commands(reports, target)), flush=True)
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if not summary:
+        say("--github: $GITHUB_STEP_SUMMARY is not set (not a GitHub Actions step), so no job summary was written")
+        return
+    with open(summary, "a", encoding="utf-8") as f:
+        f.write(github.step_summary(reports, target) + "\n")
+    say(f"job summary appended to {summary}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -816,6 +835,8 @@ def _finish(reports: list[DoctorReport], prepared: Prepared, say: Callable[[str]
                                  (prepared.junit_path, junit, "JUnit XML")):
             if path:
                 _write(path, make(), say, what)
+        if prepared.github:
+            _github(reports, target, say)
     except Exception as exc:  # noqa: BLE001 - failing to write a report is the tool's failure, not the model's
         if prepared.traceback:
             traceback.print_exc()

@@ -55,7 +55,7 @@ from ..display import error_line
 from ..parity import STATUS_WORDS, format_diff
 from .report import DoctorReport, program_verdict
 
-__all__ = ["SCHEMA_VERSION", "to_text", "to_html", "to_dict", "to_json", "to_junit", "program_to_text",
+__all__ = ["SCHEMA_VERSION", "row_detail", "to_text", "to_html", "to_dict", "to_json", "to_junit", "program_to_text",
            "program_to_html", "program_to_dict", "program_to_json", "program_to_junit"]
 
 SCHEMA_VERSION = 1
@@ -78,7 +78,8 @@ def _failure(report: DoctorReport, row: Any) -> bool:
     return report.strict and row.silently_accepted
 
 
-def _row_detail(r: Any) -> str:
+def row_detail(r: Any) -> str:
+    """One probe's result in a line: the difference, the runtime's or the host's refusal, eager's error."""
     if r.status == "diverge":
         diff = f"max |Δ| = {format_diff(r.max_abs_diff)}" if r.max_abs_diff is not None else ""
         text = "; ".join(t for t in (diff, r.runtime_message) if t)
@@ -231,7 +232,7 @@ def to_text(report: DoctorReport) -> str:
                          else "! outside the contract, yet the runtime ran them (a device would too)")
             lines.append(f"   {title}:")
             for r in rows:
-                lines.append(f"     - {r.label} {r.shapes}: {_row_detail(r)}")
+                lines.append(f"     - {r.label} {r.shapes}: {row_detail(r)}")
         matched = sum(r.status == "match" and r.within_contract for r in report.parity.rows)
         lines.append(f"   ✓ {matched} probe(s) inside the contract match eager")
         dl = report.delegation
@@ -523,7 +524,7 @@ def _junit_suite(root: ET.Element, report: DoctorReport) -> tuple[dict[str, int]
         for r in report.parity.rows:
             case = _case(suite, "export_doctor.probes", f"{r.label} {r.shapes}")
             side = "inside the contract" if r.within_contract else "outside the contract"
-            reason = _row_detail(r) if r.status != "match" else "matches eager"
+            reason = row_detail(r) if r.status != "match" else "matches eager"
             if _failure(report, r):
                 why = (f"{STATUS_WORDS[r.status]} {side}" if r.within_contract else
                        f"outside the contract, yet the runtime ran it (--strict): {r.contract_message}")

@@ -136,6 +136,11 @@ class DoctorReport:
         return [r for r in (self.parity.rows if self.parity else []) if r.kind == kind]
 
     @property
+    def inside_rows(self) -> list[Any]:
+        """Probes inside the input contract (the ones parity is judged on)."""
+        return [r for r in (self.parity.rows if self.parity else []) if r.within_contract]
+
+    @property
     def failing_rows(self) -> list[Any]:
         """Probes inside the input contract that did not match eager (diverge, rejected, refused, eager error)."""
         return [r for r in (self.parity.rows if self.parity else []) if r.within_contract and r.status != "match"]
