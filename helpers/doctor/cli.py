@@ -36,7 +36,7 @@ from ..display import error_line
 from ..parity import flat_outputs
 from . import github, render
 from .examine import examine, examine_methods
-from .report import EXIT_ERROR, EXIT_PASS, EXIT_USAGE, DoctorReport, program_verdict
+from .report import EXIT_ERROR, EXIT_PASS, EXIT_USAGE, DoctorReport, ModelRun, program_verdict, runs_verdict
 from .spec import FlatSpec, SpecError, flatten_program
 
 __all__ = ["UsageError", "ExampleSpec", "DimSpec", "Prepared", "parse_example", "parse_dim", "parse_kwarg",
@@ -611,6 +611,11 @@ def _parser() -> argparse.ArgumentParser:
                    help="in a GitHub Actions job: also print annotations (::error with the model, method and probe; "
                         "on the offending line when export fails there) and append a Markdown summary to "
                         "$GITHUB_STEP_SUMMARY (verdict, gates, failing probes)")
+    p.add_argument("--config", nargs="?", const="pyproject.toml", metavar="PYPROJECT",
+                   help="check every model of [tool.export-doctor] in this file (default pyproject.toml): a table per "
+                        "model with the options above as keys; --json/--junit/--report/--github then cover them all "
+                        "(one JUnit suite per model)")
+    p.add_argument("--only", metavar="NAME,NAME", help="with --config: only these models, in this order")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     p.add_argument("--traceback", action="store_true", help="show the traceback of an internal error")
     return p
@@ -741,17 +746,21 @@ def _write(path: str, text: str, say: Callable[[str], None], what: str) -> None:
     say(f"{what} written to {path}")
 
 
-def _github(reports: list[DoctorReport], target: str, say: Callable[[str], None]) -> None:
-    """--github: the annotations on stdout (where the runner reads workflow commands), the summary appended to the
-    file GitHub names in $GITHUB_STEP_SUMMARY (other steps write theirs to the same file)."""
-    print("\n".join(github.workflow_commands(reports, target)), flush=True)
+def _append_summary(markdown: str, say: Callable[[str], None]) -> None:
+    """Append to the file GitHub names in $GITHUB_STEP_SUMMARY (other steps write theirs to the same file)."""
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if not summary:
         say("--github: $GITHUB_STEP_SUMMARY is not set (not a GitHub Actions step), so no job summary was written")
         return
     with open(summary, "a", encoding="utf-8") as f:
-        f.write(github.step_summary(reports, target) + "\n")
+        f.write(markdown + "\n")
     say(f"job summary appended to {summary}")
+
+
+def _github(reports: list[DoctorReport], target: str, say: Callable[[str], None]) -> None:
+    """--github: the annotations on stdout (where the runner reads workflow commands), the summary appended."""
+    print("\n".join(github.workflow_commands(reports, target)), flush=True)
+    _append_summary(github.step_summary(reports, target), say)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -772,6 +781,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         say("loading the model and building example inputs")
+        ns = _parser().parse_args(argv)
+        if ns.config is not None:
+            return _config_run(ns, say)
+        if ns.only is not None:
+            raise UsageError("--only picks models of --config: give --config too")
         prepared = prepare(argv)
     except UsageError as exc:
         print(f"export doctor: error: {exc}", file=sys.stderr)
@@ -781,39 +795,103 @@ def main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exc()
         print(internal_error_line(argv[0] if argv else "the model", "preparing the inputs", exc), file=sys.stderr)
         return EXIT_ERROR
-    if prepared.methods is not None:
-        return _program(prepared, say)
     try:
         say("importing the ExecuTorch runtime")
         _import_runtime_quietly()
-        report = examine(prepared.model, prepared.example_args, prepared.dynamic_shapes, progress=say,
-                         **prepared.examine_options())
+        reports = _examine(prepared, say)
     except Exception as exc:  # noqa: BLE001 - examine() keeps its own failures; this is a last resort
         if prepared.traceback:
             traceback.print_exc()
         print(internal_error_line(prepared.target, None, exc), file=sys.stderr)
         return EXIT_ERROR
-    return _finish([report], prepared, say)
-
-
-def _program(prepared: Prepared, say: Callable[[str], None]) -> int:
-    """--spec with several methods: one program, each method examined and reported; exit status over all."""
-    assert prepared.methods is not None
-    try:
-        say("importing the ExecuTorch runtime")
-        _import_runtime_quietly()
-        options = prepared.examine_options()
-        reports = examine_methods(
-            {name: (f.model, f.example_args, f.dynamic_shapes) for name, f in prepared.methods.items()},
-            progress=say, extra_inputs=prepared.extra_inputs,
-            **{k: options[k] for k in ("backend", "target", "seed", "atol", "rtol", "strict", "min_delegated",
-                                       "max_arena_bytes", "allow_portable", "max_subgraphs", "max_pte_bytes")})
-    except Exception as exc:  # noqa: BLE001 - examine_methods() keeps its own failures; this is a last resort
-        if prepared.traceback:
-            traceback.print_exc()
-        print(internal_error_line(prepared.target, None, exc), file=sys.stderr)
-        return EXIT_ERROR
     return _finish(reports, prepared, say)
+
+
+def _examine(prepared: Prepared, say: Callable[[str], None]) -> list[DoctorReport]:
+    """The report of one model, or one per method of a program (``--spec`` with several methods)."""
+    options = prepared.examine_options()
+    if prepared.methods is None:
+        return [examine(prepared.model, prepared.example_args, prepared.dynamic_shapes, progress=say, **options)]
+    return examine_methods(
+        {name: (f.model, f.example_args, f.dynamic_shapes) for name, f in prepared.methods.items()},
+        progress=say, extra_inputs=prepared.extra_inputs,
+        **{k: options[k] for k in ("backend", "target", "seed", "atol", "rtol", "strict", "min_delegated",
+                                   "max_arena_bytes", "allow_portable", "max_subgraphs", "max_pte_bytes")})
+
+
+def _option_flags(parser: argparse.ArgumentParser) -> dict[str, bool]:
+    """The command's options, without dashes, and whether each one takes no value (``--strict``)."""
+    return {opt[2:]: action.nargs == 0 for action in parser._actions for opt in action.option_strings
+            if opt.startswith("--") and opt != "--help"}
+
+
+def _config_run(ns: argparse.Namespace, say: Callable[[str], None]) -> int:
+    """--config: every model of ``[tool.export-doctor]``, each prepared (all of them checked before any runs) and
+    examined; one text report each, and one file of each kind asked for on the command line."""
+    from .config import RUN_WIDE, ConfigError, read_config
+
+    parser = _parser()
+    given = [f"--{flag}" for flag in _option_flags(parser) if flag not in (*RUN_WIDE, "only")
+             and getattr(ns, flag.replace("-", "_")) != parser.get_default(flag.replace("-", "_"))]
+    if ns.target is not None or given:
+        raise UsageError(f"with --config the models and their options are in {ns.config}: drop "
+                         f"{', '.join(([ns.target] if ns.target else []) + given)} (or set them in its tables)")
+    for flag, value in (("--report", ns.report), ("--json", ns.json), ("--junit", ns.junit)):
+        _output_path(flag, value)
+    only = [n.strip() for n in (ns.only or "").split(",") if n.strip()]
+    try:
+        entries = read_config(ns.config, _option_flags(parser), only)
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
+    prepared: list[tuple[str, Prepared]] = []
+    for entry in entries:
+        say(f"model {entry.name}: loading it and building example inputs")
+        try:
+            prepared.append((entry.name, prepare(list(entry.argv))))
+        except UsageError as exc:
+            raise UsageError(f"{ns.config} [tool.export-doctor.models.{entry.name}]: {exc}") from None
+    say("importing the ExecuTorch runtime")
+    _import_runtime_quietly()
+    runs: list[ModelRun] = []
+    for name, model in prepared:
+        say(f"model {name}: {model.target}")
+        try:
+            runs.append(ModelRun(name, model.target, _examine(model, say), model.methods is not None))
+        except Exception as exc:  # noqa: BLE001 - examine() keeps its own failures; this is a last resort
+            if ns.traceback:
+                traceback.print_exc()
+            print(internal_error_line(f"{name} ({model.target})", None, exc), file=sys.stderr)
+            runs.append(ModelRun(name, model.target, error=exc))
+    return _finish_runs(runs, ns, say)
+
+
+def _finish_runs(runs: list[ModelRun], ns: argparse.Namespace, say: Callable[[str], None]) -> int:
+    config = str(ns.config)
+    print(render.runs_to_text(runs, config))
+    try:
+        for path, make, what in ((ns.report, lambda: render.runs_to_html(runs, config), "HTML report"),
+                                 (ns.json, lambda: render.runs_to_json(runs, config), "JSON report"),
+                                 (ns.junit, lambda: render.runs_to_junit(runs), "JUnit XML")):
+            if path:
+                _write(path, make(), say, what)
+        if ns.github:
+            print("\n".join(github.runs_workflow_commands(runs, config)), flush=True)
+            _append_summary(github.runs_step_summary(runs, config), say)
+    except Exception as exc:  # noqa: BLE001 - failing to write a report is the tool's failure, not the model's
+        if ns.traceback:
+            traceback.print_exc()
+        print(internal_error_line(config, "writing the reports", exc), file=sys.stderr)
+        return EXIT_ERROR
+    for run in runs:
+        for report in run.reports:
+            if report.internal_error is not None:
+                if ns.traceback:
+                    traceback.print_exception(report.internal_error)
+                print(internal_error_line(f"{run.name} ({report.target})", report.internal_stage,
+                                          report.internal_error), file=sys.stderr)
+    verdict, code = runs_verdict(runs)
+    say(f"done: {verdict} (exit {code})")
+    return code
 
 
 def _finish(reports: list[DoctorReport], prepared: Prepared, say: Callable[[str], None]) -> int:

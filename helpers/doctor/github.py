@@ -23,9 +23,9 @@ from pathlib import Path
 from ..display import error_line
 from ..parity import STATUS_WORDS
 from .render import row_detail
-from .report import DoctorReport, program_verdict
+from .report import DoctorReport, ModelRun, program_verdict, runs_verdict
 
-__all__ = ["workflow_commands", "step_summary", "escape_data", "escape_property", "PER_KIND"]
+__all__ = ["workflow_commands", "step_summary", "runs_workflow_commands", "runs_step_summary", "escape_data", "escape_property", "PER_KIND"]
 
 PER_KIND = 10  # annotations of one kind (error, warning, notice) GitHub shows per step
 _MARK = {"pass": "✅", "fail": "❌", "error": "⚠️"}
@@ -102,14 +102,7 @@ def _findings(report: DoctorReport) -> Iterator[tuple[str, str, str, str | None,
                f"would run them too; check inputs on the host): {', '.join(r.label for r in silent)}", None, None)
 
 
-def workflow_commands(reports: list[DoctorReport], target: str) -> list[str]:
-    """The workflow commands for one report, or one per method of the program ``target``: errors and warnings as
-    found (at most :data:`PER_KIND` of each, the last one shown counting the rest), one notice when all passed."""
-    several = len(reports) > 1
-    found: dict[str, list[tuple[str, str, str | None, int | None]]] = {"error": [], "warning": []}
-    for report in reports:
-        for kind, title, message, file, line in _findings(report):
-            found[kind].append((title, message, file, line))
+def _capped(found: dict[str, list[tuple[str, str, str | None, int | None]]], target: str) -> list[str]:
     lines: list[str] = []
     for kind, items in found.items():
         shown = items if len(items) <= PER_KIND else items[:PER_KIND - 1]
@@ -118,10 +111,40 @@ def workflow_commands(reports: list[DoctorReport], target: str) -> list[str]:
             lines.append(_command(kind, f"export doctor: {target}",
                                   f"{len(items) - len(shown)} more {kind}s: GitHub shows {PER_KIND} per step; the job "
                                   "summary and the log list them all"))
+    return lines
+
+
+def _found(reports: list[DoctorReport]) -> dict[str, list[tuple[str, str, str | None, int | None]]]:
+    found: dict[str, list[tuple[str, str, str | None, int | None]]] = {"error": [], "warning": []}
+    for report in reports:
+        for kind, title, message, file, line in _findings(report):
+            found[kind].append((title, message, file, line))
+    return found
+
+
+def workflow_commands(reports: list[DoctorReport], target: str) -> list[str]:
+    """The workflow commands for one report, or one per method of the program ``target``: errors and warnings as
+    found (at most :data:`PER_KIND` of each, the last one shown counting the rest), one notice when all passed."""
+    lines = _capped(_found(reports), target)
     verdict, code = program_verdict(reports)
     if verdict == "pass":
-        headline = reports[0].headline if not several else f"{len(reports)} methods pass"
+        headline = reports[0].headline if len(reports) == 1 else f"{len(reports)} methods pass"
         lines.append(_command("notice", f"export doctor: {target}", f"pass (exit {code}) — {headline}"))
+    return lines
+
+
+def runs_workflow_commands(runs: list[ModelRun], config: str) -> list[str]:
+    """The same for every model of a ``--config`` run (the limit is GitHub's, per step: it counts them all)."""
+    found = _found([r for run in runs for r in run.reports])
+    found["error"] += [(f"export doctor: {run.name}: internal error",
+                        f"internal error of export doctor itself, not a finding about {run.target}: "
+                        f"{error_line(run.error)}. Rerun with --traceback; the model was not judged.", None, None)
+                       for run in runs if run.error is not None]
+    lines = _capped(found, config)
+    verdict, code = runs_verdict(runs)
+    if verdict == "pass":
+        lines.append(_command("notice", f"export doctor: {config}",
+                              f"pass (exit {code}) — {len(runs)} model(s): {', '.join(run.name for run in runs)}"))
     return lines
 
 
@@ -227,4 +250,19 @@ def step_summary(reports: list[DoctorReport], target: str) -> str:
         if steps and report.verdict != "pass":
             lines += ["<details><summary>next steps</summary>", ""] + [f"- {_cell(s)}" for s in steps]
             lines += ["", "</details>", ""]
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def runs_step_summary(runs: list[ModelRun], config: str) -> str:
+    """Markdown for a ``--config`` run: the run's verdict, then each model's section."""
+    verdict, code = runs_verdict(runs)
+    each = ", ".join(f"{run.name} {run.verdict.upper()}" for run in runs)
+    lines = [f"## {_MARK[verdict]} export doctor · `{config}` · {verdict.upper()} (exit {code}) — {each}", ""]
+    for run in runs:
+        if run.error is not None:
+            lines += [f"### ⚠️ model `{run.name}` · ERROR (exit 3)", "",
+                      f"The doctor itself failed on `{_cell(run.target)}`: `{_cell(error_line(run.error))}`. This says "
+                      "nothing about the model; rerun with `--traceback`.", ""]
+            continue
+        lines += [f"### model `{run.name}`", "", step_summary(run.reports, run.target)]
     return "\n".join(lines).rstrip("\n") + "\n"

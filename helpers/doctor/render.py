@@ -53,9 +53,10 @@ from typing import Any
 
 from ..display import error_line
 from ..parity import STATUS_WORDS, format_diff
-from .report import DoctorReport, program_verdict
+from .report import DoctorReport, ModelRun, program_verdict, runs_verdict
 
-__all__ = ["SCHEMA_VERSION", "row_detail", "to_text", "to_html", "to_dict", "to_json", "to_junit", "program_to_text",
+__all__ = ["SCHEMA_VERSION", "row_detail", "to_text", "to_html", "to_dict", "to_json", "to_junit", "runs_to_text",
+           "runs_to_dict", "runs_to_json", "runs_to_junit", "runs_to_html", "program_to_text",
            "program_to_html", "program_to_dict", "program_to_json", "program_to_junit"]
 
 SCHEMA_VERSION = 1
@@ -493,8 +494,8 @@ def program_to_junit(reports: list[DoctorReport]) -> str:
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
 
-def _junit_suite(root: ET.Element, report: DoctorReport) -> tuple[dict[str, int], float]:
-    suite = ET.SubElement(root, "testsuite", name=f"export doctor: {report.target}")
+def _junit_suite(root: ET.Element, report: DoctorReport, name: str | None = None) -> tuple[dict[str, int], float]:
+    suite = ET.SubElement(root, "testsuite", name=name or f"export doctor: {report.target}")
     props = ET.SubElement(suite, "properties")
     for key, value in (("verdict", report.verdict), ("exit_status", str(report.exit_code)),
                        ("backend", report.backend), ("inputs", report.inputs),
@@ -589,3 +590,95 @@ def program_to_html(reports: list[DoctorReport], target: str) -> str:
             "<style>body{font-family:sans-serif;max-width:70em;margin:1em auto}table{border-collapse:collapse}"
             "td,th{border:1px solid #ccc;padding:2px 6px;text-align:left}</style></head><body>"
             f"<h2>export doctor</h2>{body}</body></html>\n")
+
+
+# ----- several models (--config) -----------------------------------------------------------------
+def _run_error(run: ModelRun) -> str:
+    return (f"internal error of export doctor itself, not a finding about the model: "
+            f"{error_line(run.error) if run.error is not None else ''}")
+
+
+def runs_to_text(runs: list[ModelRun], config: str) -> str:
+    """Each model's report under its name, then one line with the run's verdict."""
+    parts = []
+    for run in runs:
+        if run.error is not None:
+            body = f"export doctor · {run.target}\nverdict: ERROR (exit 3) — {_run_error(run)}"
+        else:
+            body = program_to_text(run.reports, run.target) if run.program else to_text(run.reports[0])
+        parts.append(f"══ model {run.name} ══\n{body.rstrip()}")
+    verdict, code = runs_verdict(runs)
+    each = ", ".join(f"{r.name} {r.verdict.upper()}" for r in runs)
+    return "\n\n".join(parts) + (f"\n\nexport doctor · {config} · {len(runs)} model(s): {each} → {verdict.upper()} "
+                                 f"(exit {code})\n")
+
+
+def runs_to_dict(runs: list[ModelRun], config: str) -> dict[str, Any]:
+    """``{schema_version, tool, config, verdict, exit_status, models: [{name, ...one report or one program}]}``."""
+    verdict, code = runs_verdict(runs)
+    models = []
+    for run in runs:
+        if run.error is not None:
+            body: dict[str, Any] = {"target": run.target, "verdict": "error", "exit_status": run.exit_code,
+                                    "internal_error": {"stage": None, "type": type(run.error).__name__,
+                                                       "message": str(run.error)}}
+        else:
+            body = program_to_dict(run.reports, run.target) if run.program else to_dict(run.reports[0])
+        models.append({"name": run.name, **body})
+    return {"schema_version": SCHEMA_VERSION, "tool": "export doctor", "config": config, "verdict": verdict,
+            "exit_status": code, "models": models}
+
+
+def runs_to_json(runs: list[ModelRun], config: str) -> str:
+    return json.dumps(runs_to_dict(runs, config), indent=2, ensure_ascii=False, allow_nan=False, default=str) + "\n"
+
+
+def runs_to_junit(runs: list[ModelRun]) -> str:
+    """One ``testsuite`` per model (``export doctor: NAME``; per method of a program, ``NAME · method M``)."""
+    root = ET.Element("testsuites", name="export doctor")
+    totals = dict.fromkeys(("tests", "failures", "errors", "skipped"), 0)
+    seconds = 0.0
+    for run in runs:
+        if run.error is not None:
+            suite = ET.SubElement(root, "testsuite", name=f"export doctor: {run.name}", tests="1", failures="0",
+                                  errors="1", skipped="0", time="0.000")
+            err = ET.SubElement(_case(suite, "export_doctor.stages", "examine"), "error",
+                                message=_shorten(_run_error(run), 300), type="internal error of export doctor")
+            err.text = f"{_run_error(run)}\nRerun with --traceback."
+            totals["tests"] += 1
+            totals["errors"] += 1
+            continue
+        for report in run.reports:
+            name = f"export doctor: {run.name}" + (f" · method {report.method}" if run.program else "")
+            counts, took = _junit_suite(root, report, name)
+            totals = {key: totals[key] + counts[key] for key in totals}
+            seconds += took
+    for key, value in totals.items():
+        root.set(key, str(value))
+    root.set("time", f"{seconds:.3f}")
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def runs_to_html(runs: list[ModelRun], config: str) -> str:
+    """A standalone page: the run's verdict, then each model's report (each method's, for a program)."""
+    e = html.escape
+    verdict, code = runs_verdict(runs)
+    head = (f"<p><span class='exportlab-verdict exportlab-run' data-verdict='{verdict}' data-exit-code='{code}' "
+            f"style='background:{_VERDICT_COLOURS[verdict]};color:white;padding:2px 8px;border-radius:4px;"
+            f"font-weight:bold'>{verdict.upper()} · exit {code}</span> <code>{e(config)}</code> · {len(runs)} "
+            "model(s)</p>")
+    sections = []
+    for run in runs:
+        if run.error is not None:
+            body = f"<p class='exportlab-internal-error'>{e(_run_error(run))}</p>"
+        elif run.program:
+            body = "".join(f"<h4>method <code>{e(r.method)}</code></h4>{to_html(r)}" for r in run.reports)
+        else:
+            body = to_html(run.reports[0])
+        sections.append(f"<h3>model <code>{e(run.name)}</code> · <code>{e(run.target)}</code></h3>{body}")
+    return ("<!doctype html><html><head><meta charset='utf-8'>"
+            f"<title>export doctor: {e(config)} — {verdict}</title>"
+            "<style>body{font-family:sans-serif;max-width:70em;margin:1em auto}table{border-collapse:collapse}"
+            "td,th{border:1px solid #ccc;padding:2px 6px;text-align:left}</style></head><body>"
+            f"<h2>export doctor</h2>{head}{''.join(sections)}</body></html>\n")

@@ -18,7 +18,7 @@ from typing import Any
 from ..display import error_line
 from ..parity import STATUS_WORDS
 
-__all__ = ["program_verdict", "EXIT_PASS", "EXIT_FAIL", "EXIT_USAGE", "EXIT_ERROR", "VERDICTS", "STAGE_NAMES", "Stage", "Check",
+__all__ = ["program_verdict", "runs_verdict", "ModelRun", "EXIT_PASS", "EXIT_FAIL", "EXIT_USAGE", "EXIT_ERROR", "VERDICTS", "STAGE_NAMES", "Stage", "Check",
            "DraftFindings", "BundleInfo", "DoctorReport"]
 
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_ERROR = 0, 1, 2, 3
@@ -373,6 +373,35 @@ class DoctorReport:
 
     def __repr__(self) -> str:
         return f"<DoctorReport {self.target}: {self.verdict.upper()} (exit {self.exit_code}) — {self.headline}>"
+
+
+@dataclass
+class ModelRun:
+    """One model of a ``--config`` run: its name in the configuration, what was examined, and its report (one per
+    method of a program); ``error``: the doctor failed on it before any report (exit status 3)."""
+
+    name: str
+    target: str
+    reports: list[DoctorReport] = field(default_factory=list)
+    program: bool = False
+    error: BaseException | None = field(default=None, repr=False)
+
+    @property
+    def verdict(self) -> str:
+        return "error" if self.error is not None else program_verdict(self.reports)[0]
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_ERROR if self.error is not None else program_verdict(self.reports)[1]
+
+
+def runs_verdict(runs: list[ModelRun]) -> tuple[str, int]:
+    """The verdict and exit status of a ``--config`` run: ``error`` (3) when the doctor failed on any model, else
+    ``fail`` (1) when any fails, else ``pass`` (0)."""
+    verdicts = {run.verdict for run in runs}
+    if "error" in verdicts:
+        return "error", EXIT_ERROR
+    return ("fail", EXIT_FAIL) if "fail" in verdicts else ("pass", EXIT_PASS)
 
 
 def program_verdict(reports: list[DoctorReport]) -> tuple[str, int]:
