@@ -69,6 +69,24 @@ def captured_output() -> Iterator[io.StringIO]:
         yield buffer
 
 
+@contextlib.contextmanager
+def native_stderr_captured() -> Iterator[None]:
+    """Send what C++ writes to file descriptor 2 to a scratch file for the duration: torch's own warnings from
+    inside an ``ExportedProgram.module()`` call (``[W… ReduceOps.cpp] Warning: std(): degrees of freedom…``)
+    bypass Python's warnings and ``sys.stderr`` and would land, timestamped, in the middle of a report."""
+    import sys
+
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as scratch:
+        os.dup2(scratch.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
 def runtime_log_lines(text: str) -> list[str]:
     """Clean C++ log text into a list of messages, dropping the ``[file.cpp:123]`` prefixes
     and the CPU-probing chatter printed when the runtime first starts."""

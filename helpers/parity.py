@@ -29,7 +29,7 @@ from .artifact import HostRefusedError, PteArtifact, RuntimeRejectedError
 from .contract import InputContract, forward_parameter_names, user_dim_specs
 
 __all__ = ["Probe", "probe_inputs", "ParityRow", "ParityReport", "ParityGroup", "compare", "check_one", "STATUSES",
-           "STATUS_WORDS", "flat_outputs", "Tolerance"]
+           "STATUS_WORDS", "flat_outputs", "difference", "Tolerance"]
 
 STATUSES = ("match", "diverge", "rejected", "refused", "eager_error")
 STATUS_WORDS = {"match": "match", "diverge": "diverge", "rejected": "rejected by the runtime",
@@ -379,7 +379,7 @@ def _per_output(tolerance: Tolerance, i: int) -> float:
     return float(tolerance) if isinstance(tolerance, (int, float)) else float(tolerance[i])
 
 
-def _difference(eager: tuple[Any, ...], pte: tuple[Any, ...], atol: Tolerance, rtol: Tolerance
+def difference(eager: tuple[Any, ...], pte: tuple[Any, ...], atol: Tolerance, rtol: Tolerance
                 ) -> tuple[bool, float | None, str]:
     """(same?, max abs difference, what differs) over all outputs; ``atol``/``rtol``: one value, or one per output."""
     if len(eager) != len(pte):
@@ -458,7 +458,7 @@ def check_one(model: torch.nn.Module, artifact: PteArtifact, args: tuple[Any, ..
         return ParityRow(label, shapes, "refused", within, None, rej.reason, contract_message, eager_output=eager)
     except RuntimeRejectedError as rej:
         return ParityRow(label, shapes, "rejected", within, None, rej.reason, contract_message, eager_output=eager)
-    same, worst, what = _difference(eager, pte, atol, rtol)
+    same, worst, what = difference(eager, pte, atol, rtol)
     return ParityRow(label, shapes, "match" if same else "diverge", within, worst, "" if same else what,
                      contract_message, eager_output=eager, pte_output=pte)
 

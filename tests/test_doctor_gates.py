@@ -114,16 +114,16 @@ def test_bad_gate_values_are_one_line(flags, expected):
 
 # ----- per-output tolerances ----------------------------------------------------------------------
 def test_a_tolerance_per_output_judges_each_output_by_its_own():
-    from helpers.parity import _difference
+    from helpers.parity import difference
 
     eager = (torch.tensor([1.0, 2.0]), torch.tensor([10.0, 20.0]))
     pte = (torch.tensor([1.0, 2.0]), torch.tensor([10.0, 20.05]))  # the second output is 0.05 off
-    assert _difference(eager, pte, atol=1e-4, rtol=0)[0] is False
-    assert _difference(eager, pte, atol=(1e-4, 1e-2), rtol=0)[0] is True  # 1e-2 scaled by 20: 0.2 allowed
-    same, _, what = _difference(eager, pte, atol=(1e-2, 1e-4), rtol=0)  # the tight one on the wrong output
+    assert difference(eager, pte, atol=1e-4, rtol=0)[0] is False
+    assert difference(eager, pte, atol=(1e-4, 1e-2), rtol=0)[0] is True  # 1e-2 scaled by 20: 0.2 allowed
+    same, _, what = difference(eager, pte, atol=(1e-2, 1e-4), rtol=0)  # the tight one on the wrong output
     assert (same, what) == (False, "output 1 values differ")
     with pytest.raises(ValueError, match="3 atol values for 2 outputs"):
-        _difference(eager, pte, atol=(1e-4, 1e-4, 1e-4), rtol=0)
+        difference(eager, pte, atol=(1e-4, 1e-4, 1e-4), rtol=0)
 
 
 def test_the_doctor_takes_one_tolerance_per_output(tmp_path, capsys):

@@ -79,7 +79,10 @@ def test_a_divergence_is_one_error_per_probe_and_a_table_in_the_summary(tmp_path
         assert f"- {probe} " in out  # every annotated probe is one the report lists as failing
     assert errors[0] == {"kind": "error", "title": "export doctor: helpers.models:ShapeBranch: probe frames = 1 (min)",
                          "message": "frames = 1 (min) (2, 1, 4): diverge inside the input contract — max |Δ| = nan; "
-                                    "output 0: NaN on one side only (4 NaN from the .pte, 0 in eager)"}
+                                    "output 0: NaN on one side only (4 NaN from the .pte, 0 in eager). First leaves "
+                                    "eager at the exported program: the export recorded another computation than eager "
+                                    "for this input (a Python decision on a size, a flag or a value taken once): fix "
+                                    "the model."}
     assert "file" not in errors[0]  # a divergence has no line to point at
     assert not [c for c in commands if c["kind"] == "notice"]
     assert summary.startswith("earlier step's summary\n")  # appended, not overwritten

@@ -225,6 +225,8 @@ def _pipeline(run: _Run, model: torch.nn.Module, example_args: tuple[Any, ...], 
                                  summary=summary)
     _examine_loaded(run, artifact, model, example_args, dynamic_shapes, seed=seed, atol=atol, rtol=rtol,
                     extra_inputs=extra_inputs)
+    _locate(run, artifact, model, program, example_args, dynamic_shapes, atol=atol, rtol=rtol,
+            examined="shipped .pte" if pte is not None else f"{artifact.backend} .pte")
 
     # 6. bundle
     if bundle is not None:
@@ -269,6 +271,28 @@ def _examine_loaded(run: _Run, artifact: PteArtifact, model: torch.nn.Module, ex
     report.arena_bytes = artifact.planned_memory_bytes(method)
     report.pte_bytes = artifact.nbytes
     run.end("ok", f"arena {report.arena_bytes:,} bytes, .pte {report.pte_bytes:,} bytes")
+
+
+def _locate(run: _Run, artifact: PteArtifact, model: torch.nn.Module, exported: Any, example_args: tuple[Any, ...],
+            dynamic_shapes: Any, *, atol: Tolerance, rtol: Tolerance, examined: str) -> None:
+    """Where each diverging probe (inside the contract) first leaves eager: :mod:`helpers.doctor.locate`."""
+    from ..lowering import lower, progress_lines
+    from .locate import MAX_LOCATED, locate_divergences
+
+    report = run.report
+    diverging = [r for r in report.parity.rows if r.within_contract and r.status == "diverge"]
+    if not diverging:
+        return
+    run.begin("locate", f"locating where {min(len(diverging), MAX_LOCATED)} diverging probe(s) leave eager")
+    def portable_program() -> PteArtifact:
+        with progress_lines(False):  # the doctor's own step, not a lesson's: no "✓ forward → .pte" line
+            return lower(model, example_args, dynamic_shapes=dynamic_shapes, backend="portable")
+
+    portable = None if artifact.backend == "portable" else portable_program
+    report.located = locate_divergences(model, exported, report.parity.rows, [p.args for p in report.probes],
+                                        examined=examined, portable=portable, atol=atol, rtol=rtol)
+    run.end("ok", "; ".join(f"{found.label}: first diverges at the {found.first or 'no stage'}"
+                            for found in report.located))
 
 
 def _mark_failed_checks(report: DoctorReport) -> None:

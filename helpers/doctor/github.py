@@ -88,9 +88,12 @@ def _findings(report: DoctorReport) -> Iterator[tuple[str, str, str, str | None,
         if check.name != "parity" and not check.passed:
             details = f" — {'; '.join(check.details)}" if check.details else ""
             yield "error", _title(report, check.name), check.message + details, None, None
+    located = {f.label: f for f in report.located}
     for r in report.failing_rows:
+        where = f" First leaves eager at the {located[r.label].first}: {located[r.label].meaning}." \
+            if r.label in located else ""
         yield ("error", _title(report, f"probe {r.label}"),
-               f"{r.label} {r.shapes}: {STATUS_WORDS[r.status]} inside the input contract — {row_detail(r)}",
+               f"{r.label} {r.shapes}: {STATUS_WORDS[r.status]} inside the input contract — {row_detail(r)}.{where}",
                None, None)
     if report.parity is not None and not report.inside_rows:
         yield ("error", _title(report, "parity unproven"),
@@ -229,6 +232,11 @@ def _report_markdown(report: DoctorReport, several: bool) -> list[str]:
             lines.append(f"| {_cell(r.label)} | {_cell(r.shapes)} | {STATUS_WORDS[r.status]} | {_cell(row_detail(r))} |")
         if len(bad) > MAX_PROBE_ROWS:
             lines.append(f"| … {len(bad) - MAX_PROBE_ROWS} more (the log lists them all) | | | |")
+        lines.append("")
+    if report.located:
+        lines += ["**Where each first leaves eager** (the probe's input run through every stage):", ""]
+        lines += [f"- {_cell(f.label)}: {_cell(f.line())} — first at the **{f.first or 'no stage'}**: "
+                  f"{_cell(f.meaning)}" for f in report.located]
         lines.append("")
     silent = report.silent_rows
     if silent:

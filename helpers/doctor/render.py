@@ -10,7 +10,7 @@ JSON schema (``schema_version`` 1; fields are only ever added within a version):
   output), ``allow_portable`` (list of
   operators or null), ``max_subgraphs`` (or null), ``max_pte_bytes`` (or null)
 - ``stages``: list of ``{name, status, message, seconds}``; name in export, draft_export, lower, load,
-  compare, delegation, memory, bundle; status "ok" | "failed" (the model fails it) | "skipped" | "error"
+  compare, locate (only when a probe diverges), delegation, memory, bundle; status "ok" | "failed" (the model fails it) | "skipped" | "error"
   (the doctor failed there)
 - ``diagnosis``: ``{kind, stage, summary, error_type, message, source_line, location, operator,
   suggested_fixes, fix}`` (kind "ok" when everything loaded) or null
@@ -37,6 +37,10 @@ JSON schema (``schema_version`` 1; fields are only ever added within a version):
   or null (``verify``: Python that checks the bundle with ExecuTorch's bindings)
 - ``next_steps``: list of str
 - ``method``: the program's method the report is about ("forward" unless ``--spec`` gave several)
+- ``located``: for up to three probes that diverge inside the contract, where each first leaves eager:
+  ``{label, first_stage, meaning, stages: [{name, status, max_abs_diff, detail}]}``; stages exported program,
+  edge program, portable .pte (unless the examined program is portable), then the examined .pte; ``first_stage``
+  is one of those, the examined one read as "delegated .pte" (:mod:`helpers.doctor.locate`)
 
 A program of several methods (``--spec`` returning ``{"methods": ...}``) is one object ``{schema_version, tool,
 target, verdict, exit_status, methods: [one report as above per method, in order]}`` (:func:`program_to_dict`);
@@ -172,6 +176,16 @@ def _bundle_lines(report: DoctorReport) -> list[str]:
     return lines
 
 
+def _located_lines(report: DoctorReport) -> list[str]:
+    if not report.located:
+        return []
+    lines = ["   where each diverging probe first leaves eager (each stage run on its input, compared with eager):"]
+    for found in report.located:
+        lines.append(f"     - {found.label}: {found.line()}")
+        lines.append(f"       first at the {found.first or 'no stage'}: {found.meaning}")
+    return lines
+
+
 def to_text(report: DoctorReport) -> str:
     d = report.diagnosis
     lines = [f"export doctor · {report.target} · backend {report.backend}",
@@ -236,6 +250,7 @@ def to_text(report: DoctorReport) -> str:
                 lines.append(f"     - {r.label} {r.shapes}: {row_detail(r)}")
         matched = sum(r.status == "match" and r.within_contract for r in report.parity.rows)
         lines.append(f"   ✓ {matched} probe(s) inside the contract match eager")
+        lines += _located_lines(report)
         dl = report.delegation
         lines.append(f"4. delegation  {dl.delegated_nodes}/{dl.delegated_nodes + dl.portable_nodes} nodes on "
                      f"{report.backend} ({dl.coverage:.0%}) in {dl.delegated_subgraphs} subgraph(s)"
@@ -333,6 +348,15 @@ def _draft_html(report: DoctorReport) -> str:
     return f"<p>draft export: {len(draft.issues)} issue(s)</p><ul class='exportlab-draft'>{items}</ul>{text}"
 
 
+def _located_html(report: DoctorReport) -> str:
+    if not report.located:
+        return ""
+    e = html.escape
+    items = "".join(f"<li><b>{e(f.label)}</b>: {e(f.line())}<br>first at the <b>{e(f.first or 'no stage')}</b>: "
+                    f"{e(f.meaning)}</li>" for f in report.located)
+    return f"<p>where each diverging probe first leaves eager:</p><ul class='exportlab-located'>{items}</ul>"
+
+
 def to_html(report: DoctorReport, document: bool = False) -> str:
     """The report as HTML: a fragment (for a notebook) or, with ``document=True``, a standalone page.
 
@@ -359,6 +383,7 @@ def to_html(report: DoctorReport, document: bool = False) -> str:
         if d.ok:
             parts += ["<h4>2 · input contract of the .pte</h4>", report.contract._repr_html_(),
                       f"<h4>3 · parity with eager</h4><p>{e(report.parity.summary())}</p>", _probes_html(report),
+                      _located_html(report),
                       "<h4>4 · delegation</h4>", _delegation_html(report),
                       f"<h4>5 · memory</h4><p>memory-plan arena <b>{report.arena_bytes:,} bytes</b> (planned for each "
                       f"Dim's max) · .pte {report.pte_bytes:,} bytes</p>"]
@@ -414,6 +439,9 @@ def to_dict(report: DoctorReport) -> dict[str, Any]:
         "checks": [{"name": c.name, "passed": c.passed, "message": c.message, "details": list(c.details)}
                    for c in report.checks],
         "draft_export": None, "bundle": None, "next_steps": report.next_steps(), "method": report.method,
+        "located": [{"label": f.label, "first_stage": f.first, "meaning": f.meaning,
+                     "stages": [{"name": s.name, "status": s.status, "max_abs_diff": _number(s.max_abs_diff),
+                                 "detail": s.detail} for s in f.stages]} for f in report.located],
     }
     if report.contract is not None:
         data = report.contract.to_dict()
@@ -530,7 +558,9 @@ def _junit_suite(root: ET.Element, report: DoctorReport, name: str | None = None
                 why = (f"{STATUS_WORDS[r.status]} {side}" if r.within_contract else
                        f"outside the contract, yet the runtime ran it (--strict): {r.contract_message}")
                 failure = ET.SubElement(case, "failure", message=_shorten(f"{why}: {reason}", 300), type=r.status)
-                failure.text = f"{why}\n{r.message}\n{r.contract_message}".strip()
+                where = next((f"where it first leaves eager: {f.line()}\nfirst at the {f.first}: {f.meaning}"
+                              for f in report.located if f.label == r.label), "")
+                failure.text = f"{why}\n{r.message}\n{r.contract_message}\n{where}".strip()
             elif r.silently_accepted:
                 ET.SubElement(case, "skipped", message=_shorten(
                     f"outside the contract, yet the runtime ran it ({r.status}; a device would too): "

@@ -23,7 +23,7 @@ __all__ = ["program_verdict", "runs_verdict", "ModelRun", "EXIT_PASS", "EXIT_FAI
 
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_ERROR = 0, 1, 2, 3
 VERDICTS = ("pass", "fail", "error")
-STAGE_NAMES = ("export", "draft_export", "lower", "load", "compare", "delegation", "memory", "bundle")
+STAGE_NAMES = ("export", "draft_export", "lower", "load", "compare", "locate", "delegation", "memory", "bundle")
 STAGE_STATUSES = ("ok", "failed", "skipped", "error")
 
 
@@ -119,6 +119,7 @@ class DoctorReport:
     rtol: float | Sequence[float] = 1e-4
     method: str = "forward"  # the program's method this report is about (--spec with several methods)
     user_inputs: int = 0  # the last this many probes are the user's own inputs (--inputs)
+    located: list[Any] = field(default_factory=list)  # helpers.doctor.locate.Located: where diverging probes start
 
     @property
     def user_rows(self) -> list[Any]:
@@ -307,6 +308,10 @@ class DoctorReport:
             steps.append("The shipped .pte computes something else than this eager model on inputs it accepts: it "
                          "was built from other weights or another version of the code, or the export took a Python "
                          "decision once. Rebuild it from this model (run the doctor without --pte) and compare.")
+        elif self.located and all(f.first not in (None, "exported program") for f in self.located):
+            firsts = sorted({f.first for f in self.located if f.first})
+            steps.append(f"The exported program matches eager on the diverging probes; they first diverge at the "
+                         f"{' and the '.join(firsts)}, so the model is not the cause: {self.located[0].meaning}.")
         elif any(r.status == "diverge" for r in bad):
             steps.append("The .pte computes something else than eager on inputs it accepts: a Python decision (an "
                          "`if` on a size or a flag, a loop bound) was taken once at export. Find it in forward(); "

@@ -78,6 +78,10 @@ print(doctor.to_text(report))
 # - **contract**: what the `.pte` promises to accept, `frames∈[1,32]`. One frame is a legal input.
 # - **parity**, grouped by what matters: failures inside the contract; inputs outside it that the runtime ran
 #   anyway (a device would too); inputs outside it refused, by the runtime or on the host (counted apart).
+#   Under it, **where each diverging probe first leaves eager**: its input run through every stage. Here the
+#   exported program (`ExportedProgram.module()`, before any ExecuTorch code) already disagrees, so the export
+#   itself recorded something else than eager computes; had only the delegated `.pte` disagreed, the model would
+#   not be the cause.
 # - **delegation** and **memory**: how much of the graph XNNPACK took, each declined operator with the
 #   partitioner's own reason, and the arena the memory plan reserved for the largest allowed input.
 #
