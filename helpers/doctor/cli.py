@@ -59,7 +59,7 @@ EPILOG = """\
 exit status:
   0  pass: export, lowering and loading succeed, every probe inside the input contract matches eager,
      and every requested check holds (--min-delegated, --max-arena-bytes, --allow-portable,
-     --max-subgraphs, --max-pte-bytes, --strict, --bundle)
+     --max-subgraphs, --max-pte-bytes, --max-portable-time, --strict, --bundle)
   1  fail: the model does not export / lower / load, a probe inside the contract did not match,
      or a requested check failed
   2  bad arguments (one line on stderr)
@@ -517,6 +517,7 @@ class Prepared:
     allow_portable: tuple[str, ...] | None = None
     max_subgraphs: int | None = None
     max_pte_bytes: int | None = None
+    max_portable_time: float | None = None
     pte_path: str | None = None
     pte_bytes: bytes | None = None
     bundle_path: str | None = None
@@ -532,7 +533,7 @@ class Prepared:
                 "max_arena_bytes": self.max_arena_bytes, "pte": self.pte_bytes, "pte_path": self.pte_path,
                 "bundle": self.bundle_path, "draft_export": self.draft_export, "allow_portable": self.allow_portable,
                 "max_subgraphs": self.max_subgraphs, "max_pte_bytes": self.max_pte_bytes,
-                "extra_inputs": self.extra_inputs.get("forward", [])}
+                "extra_inputs": self.extra_inputs.get("forward", []), "max_portable_time": self.max_portable_time}
 
 
 def command_name() -> str:
@@ -592,6 +593,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="fail when the program has more than N delegated subgraphs (each one a call into the delegate)")
     p.add_argument("--max-pte-bytes", type=int, default=None, metavar="N",
                    help="fail when the .pte is larger than N bytes")
+    p.add_argument("--max-portable-time", type=float, default=None, metavar="PCT",
+                   help="measure the example's run time in the runtime (ExecuTorch's ETDump profile, median of 7 runs) "
+                        "and fail when the operators on portable kernels take more than PCT%% of it")
     p.add_argument("--inputs", metavar="FILE.pt",
                    help="your own inputs, compared with eager after the generated probes and reported apart: "
                         "torch.save of a list, each item forward()'s positional inputs (a tuple, or a tensor for one "
@@ -655,6 +659,8 @@ def prepare(argv: Sequence[str]) -> Prepared:
         raise UsageError("--max-subgraphs must be a non-negative number")
     if ns.max_pte_bytes is not None and ns.max_pte_bytes < 1:
         raise UsageError("--max-pte-bytes must be a positive number of bytes")
+    if ns.max_portable_time is not None and not 0 <= ns.max_portable_time <= 100:
+        raise UsageError(f"--max-portable-time {ns.max_portable_time:g}: a percentage from 0 to 100")
     allow_portable = None if ns.allow_portable is None else parse_operators(ns.allow_portable)
     atol, rtol = parse_tolerance("--atol", ns.atol), parse_tolerance("--rtol", ns.rtol)
     if ns.bundle is not None and (isinstance(atol, tuple) or isinstance(rtol, tuple)):
@@ -672,12 +678,14 @@ def prepare(argv: Sequence[str]) -> Prepared:
     options = {"json_path": ns.json, "junit_path": ns.junit, "github": ns.github, "strict": ns.strict, "min_delegated": ns.min_delegated,
                "max_arena_bytes": ns.max_arena_bytes, "pte_path": ns.pte, "pte_bytes": pte_bytes,
                "bundle_path": ns.bundle, "draft_export": ns.draft_export, "traceback": ns.traceback,
-               "allow_portable": allow_portable, "max_subgraphs": ns.max_subgraphs, "max_pte_bytes": ns.max_pte_bytes}
+               "allow_portable": allow_portable, "max_subgraphs": ns.max_subgraphs, "max_pte_bytes": ns.max_pte_bytes,
+               "max_portable_time": ns.max_portable_time}
     if ns.spec is not None:
         flats, several = load_spec(ns.spec)
         if several:
             given = [flag for flag, used in (("--pte", ns.pte), ("--bundle", ns.bundle),
-                                             ("--draft-export", ns.draft_export)) if used]
+                                             ("--draft-export", ns.draft_export),
+                                             ("--max-portable-time", ns.max_portable_time is not None)) if used]
             if given:
                 raise UsageError(f"--spec {ns.spec} has several methods; {', '.join(given)} examine(s) one method "
                                  "(forward): give a spec of that one method")

@@ -109,7 +109,8 @@ def examine(model: torch.nn.Module, example_args: Any, dynamic_shapes: Any = Non
             min_delegated: float | None = None, max_arena_bytes: int | None = None, pte: bytes | None = None,
             pte_path: str | None = None, bundle: str | Path | None = None, draft_export: bool = False,
             allow_portable: tuple[str, ...] | None = None, max_subgraphs: int | None = None,
-            max_pte_bytes: int | None = None, extra_inputs: Sequence[tuple[Any, ...]] = ()) -> DoctorReport:
+            max_pte_bytes: int | None = None, extra_inputs: Sequence[tuple[Any, ...]] = (),
+            max_portable_time: float | None = None) -> DoctorReport:
     """Run the doctor's pipeline on a model and return the :class:`DoctorReport`.
 
     Never raises for the model: a failing export is in the report (verdict ``fail``), and so is the
@@ -123,6 +124,8 @@ def examine(model: torch.nn.Module, example_args: Any, dynamic_shapes: Any = Non
     ``bundle``: write an ExecuTorch BundledProgram there (verified in the runtime before the report).
     ``draft_export``: also run ``torch.export.draft_export`` and list every issue it finds.
     ``extra_inputs``: the user's own inputs (``--inputs``), compared after the generated probes and reported apart.
+    ``max_portable_time``: measure the example's run time (ExecuTorch's ETDump profile, :mod:`helpers.doctor.profile`)
+    and fail when the portable operators take more than this percentage of it.
     """
     # torch.cond runs through Dynamo in eager mode; on a probe shape the model cannot take, torch logs the
     # failed fake-tensor trace at ERROR level (timestamped) before raising. compare() records the error;
@@ -134,10 +137,12 @@ def examine(model: torch.nn.Module, example_args: Any, dynamic_shapes: Any = Non
     target = target or type(model).__name__
     report = DoctorReport(target, backend, "", None, strict=strict, min_delegated=min_delegated,
                           arena_limit=max_arena_bytes, pte_path=pte_path, atol=atol, rtol=rtol,
-                          allow_portable=allow_portable, max_subgraphs=max_subgraphs, pte_limit=max_pte_bytes)
+                          allow_portable=allow_portable, max_subgraphs=max_subgraphs, pte_limit=max_pte_bytes,
+                          max_portable_time=max_portable_time)
     run = _Run(report, say)
     wanted = ["export"] + (["draft_export"] if draft_export else []) + [
-        "lower", "load", "compare", "delegation", "memory"] + (["bundle"] if bundle is not None else [])
+        "lower", "load", "compare", "delegation", "memory"] + (
+        ["profile"] if max_portable_time is not None else []) + (["bundle"] if bundle is not None else [])
     previous = logging.root.manager.disable
     logging.disable(logging.ERROR)
     try:
@@ -227,6 +232,12 @@ def _pipeline(run: _Run, model: torch.nn.Module, example_args: tuple[Any, ...], 
                     extra_inputs=extra_inputs)
     _locate(run, artifact, model, program, example_args, dynamic_shapes, atol=atol, rtol=rtol,
             examined="shipped .pte" if pte is not None else f"{artifact.backend} .pte")
+    if report.max_portable_time is not None:
+        from .profile import RUNS, measure
+
+        run.begin("profile", f"measuring the example's run time ({RUNS} runs, ExecuTorch's ETDump profile)")
+        report.profile = measure(artifact.pte_bytes, example_args)
+        run.end("ok", report.profile.summary())
 
     # 6. bundle
     if bundle is not None:
@@ -301,6 +312,8 @@ def _mark_failed_checks(report: DoctorReport) -> None:
         if stage.name == "delegation" and failed & {"min-delegated", "allow-portable", "max-subgraphs"}:
             stage.status = "failed"
         if stage.name == "memory" and failed & {"max-arena-bytes", "max-pte-bytes"}:
+            stage.status = "failed"
+        if stage.name == "profile" and "max-portable-time" in failed:
             stage.status = "failed"
 
 

@@ -186,6 +186,13 @@ def _gates(report: DoctorReport) -> list[tuple[str, str, str, bool | None]]:
                      ", ".join(f"{op} ({n})" for op, n in sorted(portable.items())) or "none",
                      ("only " + (", ".join(report.allow_portable) or "none")) if report.allow_portable is not None
                      else "—", gate.passed if gate else None))
+    if report.profile is not None:
+        gate = checks.get("max-portable-time")
+        rows.append(("portable operators' share of the run time",
+                     f"{report.profile.share:.0%} ({report.profile.portable_ms:.3f} of {report.profile.total_ms:.3f} ms, "
+                     f"median of {report.profile.runs})",
+                     f"≤ {report.max_portable_time:g}%" if report.max_portable_time is not None else "—",
+                     gate.passed if gate else None))
     if report.arena_bytes is not None:
         gate = checks.get("max-arena-bytes")
         rows.append(("memory plan arena", f"{report.arena_bytes:,} bytes",

@@ -10,7 +10,7 @@ JSON schema (``schema_version`` 1; fields are only ever added within a version):
   output), ``allow_portable`` (list of
   operators or null), ``max_subgraphs`` (or null), ``max_pte_bytes`` (or null)
 - ``stages``: list of ``{name, status, message, seconds}``; name in export, draft_export, lower, load,
-  compare, locate (only when a probe diverges), delegation, memory, bundle; status "ok" | "failed" (the model fails it) | "skipped" | "error"
+  compare, locate (only when a probe diverges), delegation, memory, profile (with --max-portable-time), bundle; status "ok" | "failed" (the model fails it) | "skipped" | "error"
   (the doctor failed there)
 - ``diagnosis``: ``{kind, stage, summary, error_type, message, source_line, location, operator,
   suggested_fixes, fix}`` (kind "ok" when everything loaded) or null
@@ -31,12 +31,16 @@ JSON schema (``schema_version`` 1; fields are only ever added within a version):
   notes}`` or null
 - ``memory``: ``{arena_bytes, pte_bytes}`` or null
 - ``checks``: list of ``{name, passed, message, details}``; name in parity, strict: outside the contract,
-  strict: bounded Dims, min-delegated, max-arena-bytes, allow-portable, max-subgraphs, max-pte-bytes, bundle
+  strict: bounded Dims, min-delegated, max-arena-bytes, allow-portable, max-subgraphs, max-pte-bytes,
+  max-portable-time, bundle
 - ``draft_export``: ``{issues: [{kind, summary, where}], report, error}`` or null
 - ``bundle``: ``{path, bytes, test_cases, labels, rtol, atols, verified, failed, left_out, problem, verify}``
   or null (``verify``: Python that checks the bundle with ExecuTorch's bindings)
 - ``next_steps``: list of str
 - ``method``: the program's method the report is about ("forward" unless ``--spec`` gave several)
+- ``profile``: with ``--max-portable-time``, the example's measured run time (ExecuTorch's ETDump profile):
+  ``{runs, threads, total_ms, portable_ms, delegate_ms, share (0..1), by_operator: {op: ms}}`` (medians), else null;
+  ``options.max_portable_time`` is the percentage asked for
 - ``located``: for up to three probes that diverge inside the contract, where each first leaves eager:
   ``{label, first_stage, meaning, stages: [{name, status, max_abs_diff, detail}]}``; stages exported program,
   edge program, portable .pte (unless the examined program is portable), then the examined .pte; ``first_stage``
@@ -260,6 +264,8 @@ def to_text(report: DoctorReport) -> str:
                 lines.append(f"              declined {op}: {'; '.join(reasons) or 'no reason given'}")
         for note in dl.notes:
             lines.append(f"              {note}")
+        if report.profile is not None:
+            lines.append(f"              measured: {report.profile.summary()}")
         lines.append(f"5. memory      arena {report.arena_bytes:,} bytes (planned for each Dim's max) · "
                      f".pte {report.pte_bytes:,} bytes")
         lines += _checks_lines(report)
@@ -425,7 +431,8 @@ def to_dict(report: DoctorReport) -> dict[str, Any]:
                     "draft_export": report.draft is not None, "atol": _tolerance(report.atol),
                     "rtol": _tolerance(report.rtol),
                     "allow_portable": None if report.allow_portable is None else list(report.allow_portable),
-                    "max_subgraphs": report.max_subgraphs, "max_pte_bytes": report.pte_limit},
+                    "max_subgraphs": report.max_subgraphs, "max_pte_bytes": report.pte_limit,
+                    "max_portable_time": report.max_portable_time},
         "stages": [{"name": s.name, "status": s.status, "message": s.message, "seconds": s.seconds}
                    for s in report.stages],
         "diagnosis": None if d is None else {
@@ -439,6 +446,10 @@ def to_dict(report: DoctorReport) -> dict[str, Any]:
         "checks": [{"name": c.name, "passed": c.passed, "message": c.message, "details": list(c.details)}
                    for c in report.checks],
         "draft_export": None, "bundle": None, "next_steps": report.next_steps(), "method": report.method,
+        "profile": None if report.profile is None else {
+            "runs": report.profile.runs, "threads": report.profile.threads, "total_ms": report.profile.total_ms,
+            "portable_ms": report.profile.portable_ms, "delegate_ms": report.profile.delegate_ms,
+            "share": report.profile.share, "by_operator": report.profile.by_operator},
         "located": [{"label": f.label, "first_stage": f.first, "meaning": f.meaning,
                      "stages": [{"name": s.name, "status": s.status, "max_abs_diff": _number(s.max_abs_diff),
                                  "detail": s.detail} for s in f.stages]} for f in report.located],

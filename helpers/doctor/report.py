@@ -23,7 +23,8 @@ __all__ = ["program_verdict", "runs_verdict", "ModelRun", "EXIT_PASS", "EXIT_FAI
 
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_ERROR = 0, 1, 2, 3
 VERDICTS = ("pass", "fail", "error")
-STAGE_NAMES = ("export", "draft_export", "lower", "load", "compare", "locate", "delegation", "memory", "bundle")
+STAGE_NAMES = ("export", "draft_export", "lower", "load", "compare", "locate", "delegation", "memory", "profile",
+               "bundle")
 STAGE_STATUSES = ("ok", "failed", "skipped", "error")
 
 
@@ -120,6 +121,8 @@ class DoctorReport:
     method: str = "forward"  # the program's method this report is about (--spec with several methods)
     user_inputs: int = 0  # the last this many probes are the user's own inputs (--inputs)
     located: list[Any] = field(default_factory=list)  # helpers.doctor.locate.Located: where diverging probes start
+    max_portable_time: float | None = None  # --max-portable-time (percent of the measured run time)
+    profile: Any = None  # helpers.doctor.profile.RuntimeProfile, measured when --max-portable-time is given
 
     @property
     def user_rows(self) -> list[Any]:
@@ -220,6 +223,16 @@ class DoctorReport:
             out.append(Check("max-pte-bytes", ok,
                              f".pte {self.pte_bytes:,} bytes ({'≤' if ok else '>'} --max-pte-bytes {self.pte_limit:,})",
                              [], f".pte {self.pte_bytes:,} bytes (--max-pte-bytes {self.pte_limit:,})"))
+        if self.max_portable_time is not None and self.profile is not None:
+            share = 100 * self.profile.share
+            ok = share <= self.max_portable_time + 1e-9
+            slowest = sorted(self.profile.by_operator.items(), key=lambda kv: -kv[1])
+            out.append(Check("max-portable-time", ok,
+                             f"{self.profile.summary()} ({'≤' if ok else '>'} --max-portable-time "
+                             f"{self.max_portable_time:g}%)",
+                             [] if ok else [f"{op}: {ms:.3f} ms per run" for op, ms in slowest],
+                             f"portable operators {share:.0f}% of the run time "
+                             f"(--max-portable-time {self.max_portable_time:g}%)"))
         if self.bundle is not None:
             b = self.bundle
             out.append(Check("bundle", b.ok, b.problem or (
@@ -344,6 +357,10 @@ class DoctorReport:
             steps.append("Every delegated subgraph is a call into the delegate and a copy of its inputs and outputs: "
                          "operators left on portable kernels between delegated ones split the graph; delegate them "
                          "(or move them to the start or the end) to join the subgraphs.")
+        if "max-portable-time" in failed_checks:
+            steps.append("The operators left on portable kernels take more of the run time than the budget (the "
+                         "check lists them, slowest first): delegate the slowest one (a supported operator, a static "
+                         "shape) before the rest; a high delegated share by node count does not say this.")
         if "max-pte-bytes" in failed_checks:
             steps.append("The .pte is mostly the weights: quantize them, or share one program's weights between "
                          "methods instead of shipping several .pte files.")
