@@ -13,30 +13,13 @@ import re
 from pathlib import Path
 
 import pytest
+from test_doctor import USER_MODEL  # its Gate: `if x.mean() > 0:` on line 13
 
 from helpers.doctor import main
 from helpers.doctor.github import PER_KIND, escape_data, escape_property, workflow_commands
 
 SPECS = Path(__file__).resolve().parent / "doctor_specs.py"
 SHAPE_BRANCH = ["helpers.models:ShapeBranch", "--example", "2x8x4", "--dim", "x:1:frames:1:32"]
-GATE_MODEL = '''
-import torch
-from torch import nn
-
-
-class Gate(nn.Module):
-    def __init__(self):
-        super().__init__()
-        torch.manual_seed(0)
-        self.proj = nn.Linear(4, 4)
-
-    def forward(self, x):
-        if x.mean() > 0:
-            return self.proj(x)
-        return x
-'''
-
-
 def _unescape(text: str) -> str:
     return text.replace("%0D", "\r").replace("%0A", "\n").replace("%3A", ":").replace("%2C", ",").replace("%25", "%")
 
@@ -95,7 +78,7 @@ def test_a_divergence_is_one_error_per_probe_and_a_table_in_the_summary(tmp_path
 def test_an_export_failure_is_annotated_on_its_line_inside_the_repository(tmp_path, capsys, monkeypatch):
     project = tmp_path / "project"
     (project / "models").mkdir(parents=True)
-    (project / "models" / "gate.py").write_text(GATE_MODEL)
+    (project / "models" / "gate.py").write_text(USER_MODEL)
     argv = [f"{project}/models/gate.py:Gate", "--example", "2x4"]
     code, commands, summary, _, _ = _run(argv, tmp_path, capsys, monkeypatch, workspace=project)
     assert code == 1

@@ -230,7 +230,7 @@ def _pipeline(run: _Run, model: torch.nn.Module, example_args: tuple[Any, ...], 
                                  summary=summary)
     _examine_loaded(run, artifact, model, example_args, dynamic_shapes, seed=seed, atol=atol, rtol=rtol,
                     extra_inputs=extra_inputs)
-    _locate(run, artifact, model, program, example_args, dynamic_shapes, atol=atol, rtol=rtol,
+    _locate(run, artifact, model, normalised, exported, atol=atol, rtol=rtol,
             examined="shipped .pte" if pte is not None else f"{artifact.backend} .pte")
     if report.max_portable_time is not None:
         from .profile import RUNS, measure
@@ -284,10 +284,11 @@ def _examine_loaded(run: _Run, artifact: PteArtifact, model: torch.nn.Module, ex
     run.end("ok", f"arena {report.arena_bytes:,} bytes, .pte {report.pte_bytes:,} bytes")
 
 
-def _locate(run: _Run, artifact: PteArtifact, model: torch.nn.Module, exported: Any, example_args: tuple[Any, ...],
-            dynamic_shapes: Any, *, atol: Tolerance, rtol: Tolerance, examined: str) -> None:
-    """Where each diverging probe (inside the contract) first leaves eager: :mod:`helpers.doctor.locate`."""
-    from ..lowering import lower, progress_lines
+def _locate(run: _Run, artifact: PteArtifact, model: torch.nn.Module, normalised: Any, exported: Any, *,
+            atol: Tolerance, rtol: Tolerance, examined: str) -> None:
+    """Where each diverging probe (inside the contract) first leaves eager: :mod:`helpers.doctor.locate`.
+    ``normalised``/``exported``: the one export the examined program came from, lowered again without a delegate."""
+    from ..lowering import lower_exported, progress_lines
     from .locate import MAX_LOCATED, locate_divergences
 
     report = run.report
@@ -295,13 +296,15 @@ def _locate(run: _Run, artifact: PteArtifact, model: torch.nn.Module, exported: 
     if not diverging:
         return
     run.begin("locate", f"locating where {min(len(diverging), MAX_LOCATED)} diverging probe(s) leave eager")
+
     def portable_program() -> PteArtifact:
         with progress_lines(False):  # the doctor's own step, not a lesson's: no "✓ forward → .pte" line
-            return lower(model, example_args, dynamic_shapes=dynamic_shapes, backend="portable")
+            return lower_exported(normalised, exported, backend="portable")
 
     portable = None if artifact.backend == "portable" else portable_program
-    report.located = locate_divergences(model, exported, report.parity.rows, [p.args for p in report.probes],
-                                        examined=examined, portable=portable, atol=atol, rtol=rtol)
+    report.located = locate_divergences(model, exported["forward"], report.parity.rows,
+                                        [p.args for p in report.probes], examined=examined, portable=portable,
+                                        atol=atol, rtol=rtol)
     run.end("ok", "; ".join(f"{found.label}: first diverges at the {found.first or 'no stage'}"
                             for found in report.located))
 

@@ -520,15 +520,17 @@ def to_junit(report: DoctorReport) -> str:
 def program_to_junit(reports: list[DoctorReport]) -> str:
     """JUnit XML with one ``testsuite`` per report (per method of a program), each as :func:`to_junit` makes it."""
     root = ET.Element("testsuites", name="export doctor")
-    totals = dict.fromkeys(("tests", "failures", "errors", "skipped"), 0)
-    seconds = 0.0
     for report in reports:
-        counts, took = _junit_suite(root, report)
-        totals = {key: totals[key] + counts[key] for key in totals}
-        seconds += took
-    for key, value in totals.items():
-        root.set(key, str(value))
-    root.set("time", f"{seconds:.3f}")
+        _junit_suite(root, report)
+    return _junit_document(root)
+
+
+def _junit_document(root: ET.Element) -> str:
+    """The ``testsuites`` root with the sums of its suites' counts and times, as an XML document."""
+    suites = root.findall("testsuite")
+    for key in ("tests", "failures", "errors", "skipped"):
+        root.set(key, str(sum(int(suite.get(key, "0")) for suite in suites)))
+    root.set("time", f"{sum(float(suite.get('time', '0')) for suite in suites):.3f}")
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
@@ -677,8 +679,6 @@ def runs_to_json(runs: list[ModelRun], config: str) -> str:
 def runs_to_junit(runs: list[ModelRun]) -> str:
     """One ``testsuite`` per model (``export doctor: NAME``; per method of a program, ``NAME · method M``)."""
     root = ET.Element("testsuites", name="export doctor")
-    totals = dict.fromkeys(("tests", "failures", "errors", "skipped"), 0)
-    seconds = 0.0
     for run in runs:
         if run.error is not None:
             suite = ET.SubElement(root, "testsuite", name=f"export doctor: {run.name}", tests="1", failures="0",
@@ -686,19 +686,11 @@ def runs_to_junit(runs: list[ModelRun]) -> str:
             err = ET.SubElement(_case(suite, "export_doctor.stages", "examine"), "error",
                                 message=_shorten(_run_error(run), 300), type="internal error of export doctor")
             err.text = f"{_run_error(run)}\nRerun with --traceback."
-            totals["tests"] += 1
-            totals["errors"] += 1
             continue
         for report in run.reports:
-            name = f"export doctor: {run.name}" + (f" · method {report.method}" if run.program else "")
-            counts, took = _junit_suite(root, report, name)
-            totals = {key: totals[key] + counts[key] for key in totals}
-            seconds += took
-    for key, value in totals.items():
-        root.set(key, str(value))
-    root.set("time", f"{seconds:.3f}")
-    ET.indent(root)
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+            _junit_suite(root, report, f"export doctor: {run.name}" + (f" · method {report.method}" if run.program
+                                                                        else ""))
+    return _junit_document(root)
 
 
 def runs_to_html(runs: list[ModelRun], config: str) -> str:
