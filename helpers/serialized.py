@@ -28,10 +28,7 @@ def read_methods(pte: bytes) -> dict[str, dict[str, Any]]:
     (``input``, an operator, ``delegate`` for an output of a delegated subgraph, ``view`` for a tensor that
     shares another's bytes), its shape, bytes, arena and offset in that arena.
     """
-    from executorch.exir._serialize._program import deserialize_pte_binary
-
-    program = deserialize_pte_binary(bytes(pte))
-    program = getattr(program, "program", program)
+    program = _deserialize(pte)
     return {plan.name: {"instructions": _instructions(plan), "memory_plan": _memory_plan(plan)}
             for plan in program.execution_plan}
 
@@ -44,13 +41,22 @@ def input_dynamism(pte: bytes) -> dict[str, list[str]]:
     The runtime's ``MethodMeta`` does not expose it (its ``sizes()`` are the largest shape either way), so
     this reads the serialized program with the ahead-of-time compiler's deserializer.
     """
-    from executorch.exir._serialize._program import deserialize_pte_binary
-
-    program = deserialize_pte_binary(bytes(pte))
-    program = getattr(program, "program", program)
+    program = _deserialize(pte)
     return {plan.name: [plan.values[i].val.shape_dynamism.name for i in plan.inputs
                         if type(plan.values[i].val).__name__ == "Tensor"]
             for plan in program.execution_plan}
+
+
+def _deserialize(pte: bytes) -> Any:
+    """The program's flatbuffer as the ahead-of-time compiler reads it (imported quietly: a run that only loads
+    cached programs does not otherwise import it)."""
+    from ._quiet import import_executorch_quietly
+
+    import_executorch_quietly()
+    from executorch.exir._serialize._program import deserialize_pte_binary
+
+    program = deserialize_pte_binary(bytes(pte))
+    return getattr(program, "program", program)
 
 
 def _instructions(plan: Any) -> list[list[str]]:

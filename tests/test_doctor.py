@@ -225,6 +225,22 @@ def test_the_command_prints_the_report_examine_builds(runs):
     assert out.rstrip("\n") == to_text(report_for(argv))
 
 
+def test_a_warm_run_loads_the_cached_program_without_the_compiler(runs):
+    """Run again once the fixture's run has built the program: the doctor reads the cached .pte with the compiled
+    runtime alone and never imports ``executorch.exir`` (≈3 s of a warm run), and says the same."""
+    code, out, _, _ = runs["token_pool"]
+    script = ("import sys; from helpers.doctor.cli import main; "
+              f"code = main({GOOD_AND_BROKEN['token_pool']!r}); "
+              "print('compiler imported:', 'executorch.exir' in sys.modules, code)")
+    env = {**os.environ, "EXPORTLAB_CACHE_DIR": os.environ.get("EXPORTLAB_CACHE_DIR",
+                                                                 str(ROOT / ".cache" / "exportlab"))}
+    again = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,
+                           timeout=300)
+    *report, last = again.stdout.rstrip("\n").splitlines()
+    assert last == f"compiler imported: False {code}", again.stdout[-2000:] + again.stderr[-2000:]
+    assert "\n".join(report) == out.rstrip("\n")
+
+
 def test_export_failure_names_the_offending_line(tmp_path, capsys):
     from helpers.doctor import main
 

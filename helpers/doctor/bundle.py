@@ -56,6 +56,9 @@ def _finite(outputs: tuple[Any, ...]) -> bool:
 def write_bundle(artifact: Any, model: torch.nn.Module, probes: list[Any], parity: Any, *, path: str | Path | None,
                  atol: float, rtol: float, method: str = "forward") -> BundleInfo:
     """Bundle the in-contract probes that match eager (with eager's outputs) into ``path`` and verify them."""
+    from .._quiet import import_executorch_quietly
+
+    import_executorch_quietly()  # the compiler: not loaded by a run whose programs came from the cache
     from executorch.devtools import BundledProgram
     from executorch.devtools.bundled_program.config import MethodTestCase, MethodTestSuite
     from executorch.devtools.bundled_program.serialize import serialize_from_bundled_program_to_flatbuffer

@@ -16,7 +16,6 @@ import ast
 import importlib
 import importlib.util
 import inspect
-import logging
 import math
 import os
 import re
@@ -730,18 +729,6 @@ def prepare(argv: Sequence[str]) -> Prepared:
 
 
 # ----- the command ---------------------------------------------------------------------------------
-def _import_runtime_quietly() -> None:
-    """Import ExecuTorch with logging switched off: torch logs a deprecation line (torchao registers an
-    Enum with pytree) through a handler bound to the real stderr, which ``captured_output`` cannot catch."""
-    from .._quiet import import_executorch_quietly
-
-    logging.disable(logging.WARNING)
-    try:
-        import_executorch_quietly()
-    finally:
-        logging.disable(logging.NOTSET)
-
-
 def internal_error_line(target: str, stage: str | None, exc: BaseException) -> str:
     """The one stderr line for an internal error (exit status 3)."""
     where = f" during stage '{stage}'" if stage else ""
@@ -804,8 +791,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(internal_error_line(argv[0] if argv else "the model", "preparing the inputs", exc), file=sys.stderr)
         return EXIT_ERROR
     try:
-        say("importing the ExecuTorch runtime")
-        _import_runtime_quietly()
         reports = _examine(prepared, say)
     except Exception as exc:  # noqa: BLE001 - examine() keeps its own failures; this is a last resort
         if prepared.traceback:
@@ -858,8 +843,6 @@ def _config_run(ns: argparse.Namespace, say: Callable[[str], None]) -> int:
             prepared.append((entry.name, prepare(list(entry.argv))))
         except UsageError as exc:
             raise UsageError(f"{ns.config} [tool.export-doctor.models.{entry.name}]: {exc}") from None
-    say("importing the ExecuTorch runtime")
-    _import_runtime_quietly()
     runs: list[ModelRun] = []
     for name, model in prepared:
         say(f"model {name}: {model.target}")

@@ -124,6 +124,9 @@ def locate_divergences(model: torch.nn.Module, exported: Any, rows: Sequence[Any
 
     ``exported``: the ``ExportedProgram``; ``portable``: builds (or loads from the cache) the portable program, None
     when the examined one is portable; ``examined``: the examined program's stage name (``xnnpack .pte``)."""
+    from .._quiet import import_executorch_quietly
+
+    import_executorch_quietly()  # the compiler: not loaded by a run whose programs came from the cache
     from executorch.exir import to_edge
 
     chosen = [(row, args) for row, args in zip(rows, inputs) if row.within_contract and row.status == "diverge"]

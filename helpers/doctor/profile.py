@@ -59,10 +59,11 @@ def _per_run(events: list[Any], runs: int) -> list[float]:
 def measure(pte: bytes, args: Sequence[Any], *, method: str = "forward", runs: int = RUNS) -> RuntimeProfile:
     """Run ``method`` of the program ``pte`` on ``args`` once to warm up, then ``runs`` times with ETDump on, and
     read the events back with ExecuTorch's Inspector."""
-    from executorch.devtools import Inspector
-
-    from .._quiet import captured_output
+    from .._quiet import captured_output, import_executorch_quietly
     from .._runtime import compiled_runtime, runtime_threads
+
+    import_executorch_quietly()  # the Inspector needs the compiler: not loaded by a run whose programs were cached
+    from executorch.devtools import Inspector
 
     runtime = compiled_runtime()
     with captured_output():

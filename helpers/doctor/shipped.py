@@ -67,12 +67,12 @@ def _xnnpack_operators(blob: bytes) -> list[str] | None:
 
 def read_program(pte: bytes, method: str = "forward") -> dict[str, Any]:
     """What the file records about ``method``: delegate calls, portable kernel calls, memory plan."""
-    from .._quiet import captured_output
+    from .._quiet import import_executorch_quietly
 
-    with captured_output():
-        from executorch.exir._serialize._program import deserialize_pte_binary
+    import_executorch_quietly()  # the compiler's deserializer
+    from executorch.exir._serialize._program import deserialize_pte_binary
 
-        program = deserialize_pte_binary(bytes(pte)).program
+    program = deserialize_pte_binary(bytes(pte)).program
     plan = next((p for p in program.execution_plan if p.name == method), None)
     if plan is None:
         return {"methods": [p.name for p in program.execution_plan]}
