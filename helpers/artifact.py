@@ -200,6 +200,12 @@ class PteArtifact:
         self._loaded: dict[str, Any] = {}
         self._contracts = {m: InputContract.from_dict(d["contract"]) for m, d in meta["methods"].items()}
 
+    def reloaded(self) -> PteArtifact:
+        """The same program loaded again: its mutable buffers (a KV cache) start from their initial values. Loading
+        a method again on the same program does not reset them (ExecuTorch's Python runtime gives every method of a
+        program one set of arenas)."""
+        return PteArtifact(self._pte, self._meta)
+
     # ----- facts -------------------------------------------------------------------------------
     @property
     def methods(self) -> tuple[str, ...]:

@@ -13,6 +13,7 @@ before the runtime, because the runtime would hand it to the delegate as undefin
 from __future__ import annotations
 
 import contextlib
+import copy
 import html
 import logging
 import math
@@ -619,13 +620,17 @@ class ParityGroup:
 
 
 def compare(model: torch.nn.Module, artifact: PteArtifact, inputs: Any, *, method: str = "forward",
-            atol: Tolerance = 1e-4, rtol: Tolerance = 1e-4) -> ParityReport:
+            atol: Tolerance = 1e-4, rtol: Tolerance = 1e-4, fresh_state: bool = False) -> ParityReport:
     """Run eager and the raw ``.pte`` on every input; one :class:`ParityRow` each. ``atol``/``rtol``: one value
     for every output, or a sequence with one per output (outputs flattened in order).
 
     ``inputs`` is a list of :class:`Probe`, of argument tuples, or of single tensors.
     Only the model's own outputs are compared (a program that mutates an input has extra
     runtime outputs; they are skipped by the graph signature).
+
+    ``fresh_state``: for a model with state kept between calls (buffers the program writes, such as a KV cache),
+    each input runs on a copy of ``model`` as it is now and on the program loaded again, so that no input sees
+    what an earlier one wrote, on either side.
     """
     report = ParityReport(method)
     for i, item in enumerate(inputs):
@@ -633,5 +638,6 @@ def compare(model: torch.nn.Module, artifact: PteArtifact, inputs: Any, *, metho
             label, args = item.label, item.args
         else:
             label, args = f"input {i}", item
-        report.rows.append(check_one(model, artifact, args, method=method, label=label, atol=atol, rtol=rtol))
+        eager, program = (copy.deepcopy(model), artifact.reloaded()) if fresh_state else (model, artifact)
+        report.rows.append(check_one(eager, program, args, method=method, label=label, atol=atol, rtol=rtol))
     return report

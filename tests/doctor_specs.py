@@ -85,3 +85,25 @@ def buckets():
 def buckets_and_a_chunked_method():
     """A program whose second method declares a plain Dim on lesson 07's chunked axis."""
     return {"methods": {"short": buckets()["methods"]["short"], "chunks": chunk_mean_plain()}}
+
+
+class Counter(nn.Module):
+    """Counts its calls in a buffer it writes (state kept between calls, like a KV cache) and scales the input by it."""
+
+    def __init__(self, start: float = 0.0):
+        super().__init__()
+        self.register_buffer("calls", torch.full((1,), start))
+
+    def forward(self, x):
+        self.calls.add_(1)
+        return x * self.calls
+
+
+def counter():
+    return {"model": Counter(), "args": (torch.randn(2, 4, generator=torch.Generator().manual_seed(0)),),
+            "dynamic_shapes": {"x": {0: Dim("batch", min=1, max=8)}}}
+
+
+def counter_from_one():
+    """The same, its count starting at 1: a starting value the program does not carry."""
+    return {**counter(), "model": Counter(1.0)}

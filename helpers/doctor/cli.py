@@ -34,7 +34,7 @@ from ..contract import forward_parameters
 from ..display import error_line
 from ..parity import flat_outputs
 from . import github, render
-from .examine import examine, examine_methods
+from .examine import call_keeping_state, examine, examine_methods
 from .report import EXIT_ERROR, EXIT_PASS, EXIT_USAGE, DoctorReport, ModelRun, program_verdict, runs_verdict
 from .spec import FlatSpec, SpecError, flatten_program
 
@@ -523,6 +523,7 @@ class Prepared:
     draft_export: bool = False
     traceback: bool = False
     methods: dict[str, FlatSpec] | None = None  # --spec with {"methods": ...}: every method of the program
+    strict_export: bool = False  # --spec with "strict": True (one method)
     extra_inputs: dict[str, list[tuple[torch.Tensor, ...]]] = field(default_factory=dict)  # --inputs, per method
 
     def examine_options(self) -> dict[str, Any]:
@@ -532,7 +533,8 @@ class Prepared:
                 "max_arena_bytes": self.max_arena_bytes, "pte": self.pte_bytes, "pte_path": self.pte_path,
                 "bundle": self.bundle_path, "draft_export": self.draft_export, "allow_portable": self.allow_portable,
                 "max_subgraphs": self.max_subgraphs, "max_pte_bytes": self.max_pte_bytes,
-                "extra_inputs": self.extra_inputs.get("forward", []), "max_portable_time": self.max_portable_time}
+                "extra_inputs": self.extra_inputs.get("forward", []), "max_portable_time": self.max_portable_time,
+                "strict_export": self.strict_export}
 
 
 def command_name() -> str:
@@ -692,7 +694,7 @@ def prepare(argv: Sequence[str]) -> Prepared:
             method = f" method {name!r}:" if several else ""
             try:
                 with torch.no_grad():
-                    outputs = flat.model(*[e.clone() for e in flat.example_args])
+                    outputs = call_keeping_state(flat.model, [e.clone() for e in flat.example_args])
             except Exception as exc:  # noqa: BLE001 - inputs the model cannot take are an argument problem
                 raise UsageError(f"--spec {ns.spec}:{method} the model does not run on the spec's inputs in eager "
                                  f"PyTorch: {error_line(exc)}") from None
@@ -702,7 +704,7 @@ def prepare(argv: Sequence[str]) -> Prepared:
         extra = load_inputs(ns.inputs, flats, several) if ns.inputs else {}
         return Prepared(ns.spec, first.model, first.example_args, first.dynamic_shapes, ns.backend, ns.seed, atol,
                         rtol, ns.report, ns.quiet, **options, methods=flats if several else None,
-                        extra_inputs=extra)
+                        extra_inputs=extra, strict_export=first.strict)
     model = load_model(ns.target, kwargs)
     names, required = forward_inputs(model)
     if not examples_spec:
@@ -716,7 +718,7 @@ def prepare(argv: Sequence[str]) -> Prepared:
     dynamic = build_dynamic_shapes(names, examples, dims)
     try:
         with torch.no_grad():
-            outputs = model(*[e.clone() for e in examples])
+            outputs = call_keeping_state(model, [e.clone() for e in examples])
     except Exception as exc:  # noqa: BLE001 - a shape the model cannot take is an argument problem
         shapes = ", ".join(f"{n}={tuple(e.shape)}" for n, e in zip(names, examples))
         raise UsageError(f"the example inputs do not fit {ns.target} in eager PyTorch ({shapes}): "
@@ -808,6 +810,7 @@ def _examine(prepared: Prepared, say: Callable[[str], None]) -> list[DoctorRepor
     return examine_methods(
         {name: (f.model, f.example_args, f.dynamic_shapes) for name, f in prepared.methods.items()},
         progress=say, extra_inputs=prepared.extra_inputs,
+        strict_export={name: f.strict for name, f in prepared.methods.items()},
         **{k: options[k] for k in ("backend", "target", "seed", "atol", "rtol", "strict", "min_delegated",
                                    "max_arena_bytes", "allow_portable", "max_subgraphs", "max_pte_bytes")})
 

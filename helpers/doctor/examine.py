@@ -13,6 +13,7 @@ own failure: verdict ``error``, exit status 3, and the report says so instead of
 
 from __future__ import annotations
 
+import copy
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -29,7 +30,7 @@ from .report import STAGE_NAMES, DoctorReport, Stage
 if TYPE_CHECKING:
     from ..artifact import PteArtifact
 
-__all__ = ["examine", "examine_methods"]
+__all__ = ["examine", "examine_methods", "call_keeping_state", "initial_state", "written_buffers"]
 
 
 # ----- the pipeline --------------------------------------------------------------------------------
@@ -66,6 +67,66 @@ def _describe_inputs(model: torch.nn.Module, args: tuple[Any, ...], dynamic: Any
                 axes.append(str(int(size)))
         parts.append(f"{name}: {str(a.dtype).replace('torch.', '')}[{', '.join(axes)}]")
     return ", ".join(parts)
+
+
+def written_buffers(program: torch.export.ExportedProgram) -> list[str]:
+    """The buffers the exported program writes: state it keeps between calls on the device, such as a KV cache.
+
+    Its graph signature's ``buffers_to_mutate``, and every buffer an in-place operator of the graph writes (directly
+    or through a view of it): torch 2.13's ``torch.export.export`` leaves ``transformers``' static-cache writes
+    (``index_copy_`` on the cache buffers) in the graph with ``buffers_to_mutate`` empty; ``to_edge`` plans them as
+    mutable buffers."""
+    from torch.export.graph_signature import InputKind
+
+    signature = program.graph_signature
+    buffers = {spec.arg.name: str(spec.target) for spec in signature.input_specs
+               if spec.kind == InputKind.BUFFER and spec.target is not None}
+    written = set(signature.buffers_to_mutate.values())
+
+    def buffer_behind(value: Any) -> str | None:
+        for _ in range(16):  # a view of a view of … a buffer
+            if not isinstance(value, torch.fx.Node):
+                return None
+            if value.op == "placeholder":
+                return buffers.get(value.name)
+            schema = getattr(value.target, "_schema", None)
+            if value.op != "call_function" or schema is None or not schema.returns or \
+                    schema.returns[0].alias_info is None or not value.args:
+                return None
+            value = value.args[0]
+        return None
+
+    for node in program.graph.nodes:
+        schema = getattr(node.target, "_schema", None) if node.op == "call_function" else None
+        if schema is None or not schema.is_mutable:
+            continue
+        for argument, value in zip(schema.arguments, node.args):
+            if argument.alias_info is not None and argument.alias_info.is_write:
+                name = buffer_behind(value)
+                if name is not None:
+                    written.add(name)
+    return sorted(written)
+
+
+def call_keeping_state(model: torch.nn.Module, args: Sequence[Any]) -> Any:
+    """``model(*args)`` with its buffers put back afterwards: a model with state (a KV cache, a counter) is left as
+    it was, for the probes to start from."""
+    saved = [(buffer, buffer.detach().clone()) for buffer in model.buffers()]
+    try:
+        return model(*args)
+    finally:
+        with torch.no_grad():
+            for buffer, value in saved:
+                buffer.copy_(value)
+
+
+def initial_state(model: torch.nn.Module) -> torch.nn.Module:
+    """A copy of ``model`` as it is now, before the doctor calls it (a model with state changes when called); the
+    model itself when it cannot be copied."""
+    try:
+        return copy.deepcopy(model)
+    except Exception:  # noqa: BLE001 - a module that cannot be copied: compared as it is
+        return model
 
 
 class _Run:
@@ -110,7 +171,7 @@ def examine(model: torch.nn.Module, example_args: Any, dynamic_shapes: Any = Non
             pte_path: str | None = None, bundle: str | Path | None = None, draft_export: bool = False,
             allow_portable: tuple[str, ...] | None = None, max_subgraphs: int | None = None,
             max_pte_bytes: int | None = None, extra_inputs: Sequence[tuple[Any, ...]] = (),
-            max_portable_time: float | None = None) -> DoctorReport:
+            max_portable_time: float | None = None, strict_export: bool = False) -> DoctorReport:
     """Run the doctor's pipeline on a model and return the :class:`DoctorReport`.
 
     Never raises for the model: a failing export is in the report (verdict ``fail``), and so is the
@@ -126,6 +187,11 @@ def examine(model: torch.nn.Module, example_args: Any, dynamic_shapes: Any = Non
     ``extra_inputs``: the user's own inputs (``--inputs``), compared after the generated probes and reported apart.
     ``max_portable_time``: measure the example's run time (ExecuTorch's ETDump profile, :mod:`helpers.doctor.profile`)
     and fail when the portable operators take more than this percentage of it.
+    ``strict_export``: ``torch.export.export(..., strict=True)`` (Dynamo), for a model that needs it (``transformers``'
+    static-cache wrapper: lesson 13).
+
+    A model whose program writes buffers it keeps between calls (a KV cache) is compared from its initial state on
+    every probe (:func:`helpers.compare`'s ``fresh_state``), and the stage locator is skipped for it.
     """
     # torch.cond runs through Dynamo in eager mode; on a probe shape the model cannot take, torch logs the
     # failed fake-tensor trace at ERROR level (timestamped) before raising. compare() records the error;
@@ -148,7 +214,8 @@ def examine(model: torch.nn.Module, example_args: Any, dynamic_shapes: Any = Non
     try:
         report.inputs = _describe_inputs(model, example_args, dynamic_shapes)
         _pipeline(run, model, example_args, dynamic_shapes, backend=backend, seed=seed, atol=atol, rtol=rtol,
-                  pte=pte, pte_path=pte_path, bundle=bundle, draft_export=draft_export, extra_inputs=extra_inputs)
+                  pte=pte, pte_path=pte_path, bundle=bundle, draft_export=draft_export, extra_inputs=extra_inputs,
+                  strict_export=strict_export)
     except Exception as exc:  # noqa: BLE001 - the doctor's own failure: reported as such, never as the model's
         report.internal_error = exc
         report.internal_stage = run.current.name if run.current is not None else None
@@ -163,7 +230,8 @@ def examine(model: torch.nn.Module, example_args: Any, dynamic_shapes: Any = Non
 
 def _pipeline(run: _Run, model: torch.nn.Module, example_args: tuple[Any, ...], dynamic_shapes: Any, *,
               backend: str, seed: int, atol: Tolerance, rtol: Tolerance, pte: bytes | None, pte_path: str | None,
-              bundle: str | Path | None, draft_export: bool, extra_inputs: Sequence[tuple[Any, ...]] = ()) -> None:
+              bundle: str | Path | None, draft_export: bool, extra_inputs: Sequence[tuple[Any, ...]] = (),
+              strict_export: bool = False) -> None:
     from ..diagnose import FIXES, Diagnosis, diagnose_failure
     from ..lowering import export_methods, lower_exported
 
@@ -172,7 +240,8 @@ def _pipeline(run: _Run, model: torch.nn.Module, example_args: tuple[Any, ...], 
     run.begin("export", "torch.export")
     try:
         with torch.random.fork_rng(devices=[]):  # tracing may draw random numbers: leave the caller's RNG alone
-            normalised, exported = export_methods({"forward": (model, example_args, dynamic_shapes)})
+            normalised, exported = export_methods({"forward": (model, example_args, dynamic_shapes)},
+                                                  strict=strict_export)
     except Exception as exc:  # noqa: BLE001
         diagnosis = diagnose_failure(exc)
         if diagnosis is None:
@@ -185,6 +254,8 @@ def _pipeline(run: _Run, model: torch.nn.Module, example_args: tuple[Any, ...], 
         return
     run.end("ok", "torch.export succeeded")
     program = exported["forward"]
+    report.stateful = written_buffers(program)
+    initial = initial_state(model) if report.stateful else model  # export does not run it on real tensors
     if draft_export:
         _draft(run, model, example_args, dynamic_shapes)
 
@@ -228,10 +299,11 @@ def _pipeline(run: _Run, model: torch.nn.Module, example_args: tuple[Any, ...], 
         summary = f"exported (for the input contract); {name} loaded as shipped"
     report.diagnosis = Diagnosis(kind="ok", stage="load", fix=FIXES["ok"], artifact=artifact, exported=program,
                                  summary=summary)
-    _examine_loaded(run, artifact, model, example_args, dynamic_shapes, seed=seed, atol=atol, rtol=rtol,
-                    extra_inputs=extra_inputs)
-    _locate(run, artifact, model, normalised, exported, atol=atol, rtol=rtol,
-            examined="shipped .pte" if pte is not None else f"{artifact.backend} .pte")
+    _examine_loaded(run, artifact, initial if report.stateful else model, example_args, dynamic_shapes, seed=seed,
+                    atol=atol, rtol=rtol, extra_inputs=extra_inputs)
+    if not report.stateful:  # the locator runs each stage on one input after another: state would carry over
+        _locate(run, artifact, model, normalised, exported, atol=atol, rtol=rtol,
+                examined="shipped .pte" if pte is not None else f"{artifact.backend} .pte")
     if report.max_portable_time is not None:
         from .profile import RUNS, measure
 
@@ -270,7 +342,8 @@ def _examine_loaded(run: _Run, artifact: PteArtifact, model: torch.nn.Module, ex
     report.probes += [Probe(f"your input {i}", tuple(args)) for i, args in enumerate(extra_inputs)]
     report.user_inputs = len(extra_inputs)
     run.say(f"compare{named}: {len(report.probes)} probes, eager vs the ExecuTorch runtime")
-    report.parity = compare(model, artifact, report.probes, method=method, atol=atol, rtol=rtol)
+    report.parity = compare(model, artifact, report.probes, method=method, atol=atol, rtol=rtol,
+                            fresh_state=bool(report.stateful))
     run.end("ok" if report.parity.ok_within_contract else "failed", report.parity.summary())
 
     # 4. delegation, 5. memory
@@ -326,7 +399,8 @@ def examine_methods(methods: Mapping[str, tuple[torch.nn.Module, tuple[Any, ...]
                     min_delegated: float | None = None, max_arena_bytes: int | None = None,
                     allow_portable: tuple[str, ...] | None = None, max_subgraphs: int | None = None,
                     max_pte_bytes: int | None = None,
-                    extra_inputs: Mapping[str, Sequence[tuple[Any, ...]]] | None = None) -> list[DoctorReport]:
+                    extra_inputs: Mapping[str, Sequence[tuple[Any, ...]]] | None = None,
+                    strict_export: Mapping[str, bool] | None = None) -> list[DoctorReport]:
     """The doctor's pipeline on a program of several methods (``{name: (model, example_args, dynamic_shapes)}``):
     one :class:`DoctorReport` per method, in order.
 
@@ -334,6 +408,8 @@ def examine_methods(methods: Mapping[str, tuple[torch.nn.Module, tuple[Any, ...]
     lowered: the others say so). The methods are lowered *together* into one ``.pte``, as an app ships them, and
     each method of that program is then compared with its eager model on probes around its own contract, with its
     delegation and memory plan; the checks (as :func:`examine` takes them) apply to each method. Never raises: the doctor's own failure is an ``error`` verdict on every report.
+    ``strict_export``: the methods exported with ``strict=True``. A method that writes state (a KV cache shared by
+    prefill and decode) is compared from the initial state on every probe, as :func:`examine` does.
     """
     from ..diagnose import FIXES, Diagnosis, diagnose_failure
     from ..lowering import export_methods, lower_exported
@@ -351,13 +427,15 @@ def examine_methods(methods: Mapping[str, tuple[torch.nn.Module, tuple[Any, ...]
     try:
         normalised: dict[str, tuple[torch.nn.Module, tuple[Any, ...], Any]] = {}
         exported: dict[str, torch.export.ExportedProgram] = {}
+        initial: dict[str, torch.nn.Module] = {}
         for name, (model, args, dynamic) in methods.items():
             run = runs[name]
             run.report.inputs = _describe_inputs(model, args, dynamic)
             run.begin("export", f"torch.export: method {name}")
             try:
                 with torch.random.fork_rng(devices=[]):
-                    one, programs = export_methods({name: (model, args, dynamic)})
+                    one, programs = export_methods({name: (model, args, dynamic)},
+                                                   strict=bool((strict_export or {}).get(name)))
             except Exception as exc:  # noqa: BLE001
                 diagnosis = diagnose_failure(exc)
                 if diagnosis is None:
@@ -367,6 +445,8 @@ def examine_methods(methods: Mapping[str, tuple[torch.nn.Module, tuple[Any, ...]
                 say(f"method {name}: export failed ({diagnosis.kind})")
                 continue
             run.end("ok", "torch.export succeeded")
+            run.report.stateful = written_buffers(programs[name])
+            initial[name] = initial_state(model) if run.report.stateful else model
             normalised.update(one)
             exported.update(programs)
         failed = [name for name in methods if name not in exported]
@@ -403,9 +483,9 @@ def examine_methods(methods: Mapping[str, tuple[torch.nn.Module, tuple[Any, ...]
             run.end("ok", "loaded in the ExecuTorch runtime")
             run.report.diagnosis = Diagnosis(kind="ok", stage="load", fix=FIXES["ok"], artifact=artifact,
                                              exported=exported[name], summary="exported, lowered and loaded")
-        for name, (model, args, dynamic) in normalised.items():
-            _examine_loaded(runs[name], artifact, model, args, dynamic, seed=seed, atol=atol, rtol=rtol, method=name,
-                            extra_inputs=(extra_inputs or {}).get(name, ()))
+        for name, (_model, args, dynamic) in normalised.items():
+            _examine_loaded(runs[name], artifact, initial[name], args, dynamic, seed=seed, atol=atol, rtol=rtol,
+                            method=name, extra_inputs=(extra_inputs or {}).get(name, ()))
             _mark_failed_checks(reports[name])
     except Exception as exc:  # noqa: BLE001 - the doctor's own failure: reported as such on every method
         for run in runs.values():

@@ -75,6 +75,9 @@ _VERDICT_COLOURS = {"pass": "#2e7d32", "fail": "#c62828", "error": "#6d4c41"}
 _STAGE_MARKS = {"ok": "✓", "failed": "✗", "skipped": "–", "error": "!"}
 
 
+STATEFUL_NOTE = ("state: the program writes {n} buffer(s) that it keeps between calls (a KV cache, a counter); each "
+                 "probe started from their initial values, on a fresh copy of the model and the program loaded again")
+
 def _shorten(text: str, limit: int = 150) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[:limit - 1] + "…"
@@ -236,6 +239,8 @@ def to_text(report: DoctorReport) -> str:
             lines.append(f"              {'✗' if report.strict else '!'} Dim {name} has no max: the memory plan is "
                          f"sized for {report.contract.dims()[name].planned} (the example), a longer input is rejected")
         lines.append(f"3. parity      {report.parity.summary()}")
+        if report.stateful:
+            lines.append(f"              {STATEFUL_NOTE.format(n=len(report.stateful))}")
         if report.user_inputs:
             mine = report.user_rows
             words = ", ".join(f"{sum(r.status == s for r in mine)} {STATUS_WORDS[s]}" for s in STATUS_WORDS
@@ -453,6 +458,7 @@ def to_dict(report: DoctorReport) -> dict[str, Any]:
         "located": [{"label": f.label, "first_stage": f.first, "meaning": f.meaning,
                      "stages": [{"name": s.name, "status": s.status, "max_abs_diff": _number(s.max_abs_diff),
                                  "detail": s.detail} for s in f.stages]} for f in report.located],
+        "stateful_buffers": list(report.stateful),
     }
     if report.contract is not None:
         data = report.contract.to_dict()

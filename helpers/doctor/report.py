@@ -121,6 +121,7 @@ class DoctorReport:
     method: str = "forward"  # the program's method this report is about (--spec with several methods)
     user_inputs: int = 0  # the last this many probes are the user's own inputs (--inputs)
     located: list[Any] = field(default_factory=list)  # helpers.doctor.locate.Located: where diverging probes start
+    stateful: list[str] = field(default_factory=list)  # buffers the program writes (kept between calls: a KV cache)
     max_portable_time: float | None = None  # --max-portable-time (percent of the measured run time)
     profile: Any = None  # helpers.doctor.profile.RuntimeProfile, measured when --max-portable-time is given
 
@@ -325,6 +326,13 @@ class DoctorReport:
             firsts = sorted({f.first for f in self.located if f.first})
             steps.append(f"The exported program matches eager on the diverging probes; they first diverge at the "
                          f"{' and the '.join(firsts)}, so the model is not the cause: {self.located[0].meaning}.")
+        elif self.stateful and any(r.status == "diverge" for r in bad):
+            steps.append("The program writes state it keeps between calls, and every probe started from the state "
+                         "the model had. ExecuTorch serializes only the shape and dtype of a buffer the graph writes, "
+                         "not its value: the program leaves it uninitialized (this runtime gave zeros) unless built "
+                         "with InitializedMutableBufferPass([its name]) (executorch.exir.passes.init_mutable_pass), so "
+                         "a buffer whose starting value matters diverges from the first call. Build with that pass or "
+                         "pass the state in as an input; otherwise look for a Python decision taken once at export.")
         elif any(r.status == "diverge" for r in bad):
             steps.append("The .pte computes something else than eager on inputs it accepts: a Python decision (an "
                          "`if` on a size or a flag, a loop bound) was taken once at export. Find it in forward(); "

@@ -1,7 +1,8 @@
 """``--spec MODULE:FUNCTION``: a model and its inputs exactly as ``torch.export.export`` takes them.
 
-The function returns ``{"model": nn.Module, "args": tuple, "kwargs": dict, "dynamic_shapes": ...}`` (``kwargs`` and
-``dynamic_shapes`` optional): keyword and nested inputs (tuples, lists, dicts, classes registered with pytree),
+The function returns ``{"model": nn.Module, "args": tuple, "kwargs": dict, "dynamic_shapes": ..., "strict": bool}``
+(``kwargs``, ``dynamic_shapes`` and ``strict`` optional; ``strict=True`` exports with Dynamo, as
+``torch.export.export(..., strict=True)``, for models that need it such as ``transformers``' static-cache wrapper): keyword and nested inputs (tuples, lists, dicts, classes registered with pytree),
 derived ``Dim``s (``4 * chunk``), ``Dim.AUTO`` / ``Dim.STATIC`` / ``Dim.DYNAMIC``, shared ``Dim``s (a
 ``ShapesCollection`` is turned into that structure the way ``torch.export`` does it). :func:`load_spec` checks it and turns it into a :class:`FlatModel`: the model behind a
 ``forward`` that takes the input's tensors one by one, in the order ``torch.export`` flattens ``(args, kwargs)``,
@@ -13,8 +14,8 @@ them). Non-tensor leaves (ints, floats, bools, strings, None) are constants, as 
 Outputs are returned as the flat tuple of their tensors, in pytree order (as the ``.pte`` returns them).
 
 ``{"methods": {name: spec, ...}}`` is a program of several methods (buckets, a hoisted decision), each method a
-spec as above: :func:`flatten_program` makes each flat. (Methods that write shared state, a KV cache, are not
-examined faithfully yet: see the README.)
+spec as above: :func:`flatten_program` makes each flat. A model that writes state it keeps between calls (a KV
+cache) is compared from its initial state on every probe (see :func:`helpers.doctor.examine`).
 
 Everything wrong with a spec is a :class:`SpecError`: one line, which the command line prints before exiting
 with status 2 (this module imports nothing of the doctor).
@@ -32,7 +33,7 @@ from torch.utils import _pytree as pytree
 
 __all__ = ["SpecError", "FlatModel", "FlatSpec", "flatten_spec", "flatten_program", "SPEC_KEYS"]
 
-SPEC_KEYS = ("model", "args", "kwargs", "dynamic_shapes")
+SPEC_KEYS = ("model", "args", "kwargs", "dynamic_shapes", "strict")
 
 
 class SpecError(ValueError):
@@ -88,6 +89,7 @@ class FlatSpec:
     example_args: tuple[torch.Tensor, ...]
     dynamic_shapes: dict[str, Any] | None
     names: list[str]
+    strict: bool = False  # export with strict=True
 
 
 def _name(path: tuple[Any, ...]) -> str:
@@ -133,6 +135,9 @@ def flatten_spec(spec: Any, *, where: str = "the spec") -> FlatSpec:
     kwargs = spec.get("kwargs") or {}
     if not isinstance(kwargs, dict) or not all(isinstance(k, str) for k in kwargs):
         raise SpecError(f"{where}: 'kwargs' must be a dict of forward()'s keyword inputs by name")
+    strict = spec.get("strict", False)
+    if not isinstance(strict, bool):
+        raise SpecError(f"{where}: 'strict' is {strict!r}; expected True or False (torch.export.export's strict)")
     model = model.eval()
     dynamic = spec.get("dynamic_shapes")
     if dynamic is not None and callable(getattr(dynamic, "dynamic_shapes", None)):
@@ -193,7 +198,7 @@ def flatten_spec(spec: Any, *, where: str = "the spec") -> FlatSpec:
     cls = type(f"Flat{type(model).__name__}", (FlatModel,), {"forward": namespace["forward"]})
     flat = cls(model, treespec, leaves, tensor_at)
     example = tuple(leaves[i] for i in tensor_at)
-    return FlatSpec(flat.eval(), example, dynamic_by_name or None, names)
+    return FlatSpec(flat.eval(), example, dynamic_by_name or None, names, strict)
 
 
 def flatten_program(spec: Any, *, where: str = "the spec") -> tuple[dict[str, FlatSpec], bool]:
