@@ -39,6 +39,24 @@ def browser():
             b.close()
 
 
+@pytest.fixture(scope="session")
+def _kept_page(browser):
+    kept: dict = {}
+    yield kept
+    if kept.get("page") and not kept["page"].is_closed():
+        kept["page"].close()
+
+
+@pytest.fixture
+def lab_page(browser, _kept_page):
+    """One Chromium page per worker, holding JupyterLab from one lesson to the next (the learner's tab); a test that
+    could not close its lesson closes the page, and the next test gets a new one."""
+    page = _kept_page.get("page")
+    if page is None or page.is_closed():
+        page = _kept_page["page"] = browser.new_page(viewport={"width": 1300, "height": 1000})
+    return page
+
+
 def record_latencies(lesson: str, values: list[float], first_reveals: list[float] = ()) -> None:
     """Keep one lesson's reaction times (a file: under pytest-xdist the summary is printed by another process).
 

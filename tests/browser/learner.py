@@ -1,7 +1,7 @@
 """A learner in the browser: open a widget lesson in JupyterLab (headless Chromium), run it, use it.
 
-:func:`use_lesson_like_a_learner` is the body of the browser tests (``test_track*_in_browser.py``,
-one file per track so that `make test`'s two workers each take one). For a notebook that displays
+:func:`use_lesson_like_a_learner` is the body of the browser tests (``test_lessons_in_browser_*_half.py``,
+every other lesson in each, so that `make test`'s two workers each take one half). For a notebook that displays
 widgets: Run All, then move sliders, click toggle buttons, pick dropdown values, tick boxes and
 press Reveal, and check that the verdict rendered in the page changes to what the real runtime
 says. Fails on "Error displaying widget", on widget-manager console errors and on tracebacks.
@@ -78,17 +78,22 @@ def _wrong_answers() -> dict:
 
 
 def practise_exercises(lesson: LessonPage, name: str) -> int:
-    """For each exercise: type a plausible wrong answer into the starter cell, run it and the check (fail),
-    then type the solution (pass), then press Show solution. Returns how many exercises were done."""
+    """For each exercise: type the solution into the starter cell, run it and the check (pass: the solution works
+    in the lesson's own kernel, with the names the lesson defined), then press Show solution. The lesson's first
+    exercise gets a plausible wrong answer first (fail: the check's feedback renders). Every wrong answer of every
+    exercise is graded by tests/test_exercises_lessons.py.
+    Returns how many exercises were done."""
     from helpers import exercises
 
     wrong = _wrong_answers()
     starters = lesson.starter_cells()
-    for index, exercise_id in starters:
+    for position, (index, exercise_id) in enumerate(starters):
         exercise = exercises.get(exercise_id)
         marker = f"{exercise.marker} — edit this cell, then run the check below.\n"
-        text = lesson.type_and_check(index, marker + wrong[exercise_id][0].code.strip() + "\n")
-        assert "✗ not yet" in text and "✓ passed" not in text, f"{name}/{exercise_id}: a wrong answer passed: {text}"
+        if position == 0:
+            text = lesson.type_and_check(index, marker + wrong[exercise_id][0].code.strip() + "\n")
+            assert "✗ not yet" in text and "✓ passed" not in text, \
+                f"{name}/{exercise_id}: a wrong answer passed: {text}"
         text = lesson.type_and_check(index, marker + exercise.solution_source)
         assert "✓ passed" in text, f"{name}/{exercise_id}: the solution did not pass in the browser: {text}"
         check = lesson.panel.locator(".jp-Notebook .jp-Cell").nth(index + 1)
@@ -148,8 +153,9 @@ def actions_for(lesson: LessonPage, explorer) -> list:
 
 
 # ----- the learner's session --------------------------------------------------------------------
-def use_lesson_like_a_learner(lab_server, browser, name: str) -> None:
-    page = browser.new_page(viewport={"width": 1300, "height": 1000})
+def use_lesson_like_a_learner(lab_server, page, name: str) -> None:
+    """``page``: the worker's JupyterLab page (the ``lab_page`` fixture); the lesson is closed in it afterwards."""
+    lesson = None
     try:
         lesson = LessonPage(page, lab_server, name)
         record_first_verdict("warm", name.removesuffix(".ipynb"), lesson.run_all_timing_first_verdict())
@@ -212,7 +218,12 @@ def use_lesson_like_a_learner(lab_server, browser, name: str) -> None:
         page.screenshot(path=str(OUTPUT / "screenshots" / f"{name.removesuffix('.ipynb')}.png"))
         record_latencies(name.removesuffix(".ipynb"), latencies, first_reveals)
     finally:
-        page.close()
+        try:
+            if lesson is None:
+                raise RuntimeError("the lesson did not open")
+            lesson.close()
+        except Exception:  # noqa: BLE001 - whatever went wrong, the next lesson must not inherit this page
+            page.close()
         shutdown_kernels(lab_server, wait=False)
 
 

@@ -17,8 +17,8 @@ def test_every_widget_lesson_has_a_browser_test():
 
 
 @pytest.mark.parametrize("name", widget_notebooks()[0::2])
-def test_widget_lesson_in_the_browser(lab_server, browser, name):
-    use_lesson_like_a_learner(lab_server, browser, name)
+def test_widget_lesson_in_the_browser(lab_server, lab_page, name):
+    use_lesson_like_a_learner(lab_server, lab_page, name)
 
 
 def test_repo_settings_are_in_effect(lab_server):

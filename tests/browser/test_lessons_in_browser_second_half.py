@@ -8,6 +8,6 @@ from .learner import use_lesson_like_a_learner, widget_notebooks
 
 
 @pytest.mark.parametrize("name", widget_notebooks()[1::2])
-def test_widget_lesson_in_the_browser(lab_server, browser, name):
-    use_lesson_like_a_learner(lab_server, browser, name)
+def test_widget_lesson_in_the_browser(lab_server, lab_page, name):
+    use_lesson_like_a_learner(lab_server, lab_page, name)
 
