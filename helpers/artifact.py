@@ -320,6 +320,19 @@ class PteArtifact:
                     shapes.append(None)
         return shapes
 
+    def runtime_output_shapes(self, method: str = "forward") -> list[tuple[int, ...] | None]:
+        """Per runtime output, the shape the ``.pte`` records (``MethodMeta``): the largest the memory plan holds,
+        for an output whose size depends on an input's size or on a value (an ``.item()``, a mask)."""
+        meta = self._method(method).method_meta()
+        shapes: list[tuple[int, ...] | None] = []
+        with captured_output():
+            for i in range(meta.num_outputs()):
+                try:
+                    shapes.append(tuple(meta.output_tensor_meta(i).sizes()))
+                except Exception:  # noqa: BLE001 - a non-tensor output
+                    shapes.append(None)
+        return shapes
+
     def run_raw(self, *args: Any, method: str = "forward", all_outputs: bool = False) -> tuple[Any, ...]:
         """Run with the runtime's own checks only, as a device app that skips validation would.
 

@@ -422,6 +422,77 @@ class Fixed(lm.AppStep):
 answer = Fixed(lm.tiny_llama())
 """, ("assign the class itself",)),
     ],
+    "14.bound_positions": [
+        WrongAnswer("the table's 16 rows as the bound (runs, but plans for prompts the app never sends)", """
+class Bounded(Positions):
+    def forward(self, tokens, n):
+        k = n.item()
+        torch._check(k >= 0)
+        torch._check(k <= 16)
+        position = torch.arange(k, dtype=torch.float32).unsqueeze(1) / 4.0
+        return self.proj(tokens[:k]) + torch.sin(position)
+answer = Bounded()
+""", ("plans its output for 16 rows",)),
+        WrongAnswer("a bound below the longest prompt (8)", """
+class Bounded(Positions):
+    def forward(self, tokens, n):
+        k = n.item()
+        torch._check(k >= 1)
+        torch._check(k <= 8)
+        position = torch.arange(k, dtype=torch.float32).unsqueeze(1) / 4.0
+        return self.proj(tokens[:k]) + torch.sin(position)
+answer = Bounded()
+""", ("on n = 11", "refused", "maximum capacity")),
+        WrongAnswer("a huge bound, to be safe (past the table's 16 rows: the slice's guard stays open)", """
+class Bounded(Positions):
+    def forward(self, tokens, n):
+        k = n.item()
+        torch._check(k >= 1)
+        torch._check(k <= 100000)
+        position = torch.arange(k, dtype=torch.float32).unsqueeze(1) / 4.0
+        return self.proj(tokens[:k]) + torch.sin(position)
+answer = Bounded()
+""", ("lower failed",)),
+        WrongAnswer("the lower bound only", """
+class Bounded(Positions):
+    def forward(self, tokens, n):
+        k = n.item()
+        torch._check(k >= 1)
+        position = torch.arange(k, dtype=torch.float32).unsqueeze(1) / 4.0
+        return self.proj(tokens[:k]) + torch.sin(position)
+answer = Bounded()
+""", ("lower failed",)),
+        WrongAnswer("n ignored: always the longest prompt's 12 rows", """
+class Bounded(Positions):
+    def forward(self, tokens, n):
+        position = torch.arange(12, dtype=torch.float32).unsqueeze(1) / 4.0
+        return self.proj(tokens[:12]) + torch.sin(position)
+answer = Bounded()
+""", ("on n = 1 ", "the reference")),
+        WrongAnswer("the right rows without the position code", """
+class Bounded(Positions):
+    def forward(self, tokens, n):
+        k = n.item()
+        torch._check(k >= 1)
+        torch._check(k <= 12)
+        return self.proj(tokens[:k])
+answer = Bounded()
+""", ("on n = 2 ", "the reference")),
+        WrongAnswer("zeros of the right shape", """
+class Bounded(Positions):
+    def forward(self, tokens, n):
+        k = n.item()
+        torch._check(k >= 1)
+        torch._check(k <= 12)
+        return torch.zeros_like(tokens[:k])
+answer = Bounded()
+""", ("on n = 1 ", "the reference")),
+        WrongAnswer("the class instead of an instance", """
+class Bounded(Positions):
+    pass
+answer = Bounded
+""", ("not an nn.Module instance",)),
+    ],
 }
 
 TRACK = [e for item in course.lessons() for e in getattr(item.module, "EXERCISES", ())]

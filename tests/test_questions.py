@@ -48,6 +48,8 @@ EXPECTED = {
     "13.shared_cache": "the first the same, then different",
     "13.slot_cost": "several times the cache's own 16 KB",
     "13.tokens_match": "all 12 the same",
+    "14.broken_promise": "returns rows",
+    "14.where_it_stops": "lowering fails",
 }
 # words the explanation must contain: the reveal explains with the pipeline's own evidence
 EVIDENCE = {
@@ -59,6 +61,7 @@ EVIDENCE = {
     "08.segmenter_delegation": "dynamic output sizes are not supported",
     "08.raise_max": "655,424 → 2,621,504",
     "10.batch_loop": "device input",
+    "14.broken_promise": "returned 15 rows",
 }
 
 ROOT = Path(__file__).resolve().parent.parent
