@@ -207,6 +207,25 @@ def user_frame(exc: BaseException) -> SourceFrame | None:
     return None
 
 
+def _original_frame(message: str) -> SourceFrame | None:
+    """The user's line a lowering error names under "Original traceback:" (the stack trace export recorded for the
+    node being lowered): the innermost frame outside the library."""
+    _, found, after = message.partition("Original traceback:")
+    if not found:
+        return None
+    frames = re.findall(r'File "([^"]+)", line (\d+), in (\w+)\n\s*(.+)', after.split("Use tlparse")[0])
+    for filename, lineno, func, code in reversed(frames):
+        if not _is_library(filename):
+            return _frame(filename, int(lineno), func, code)
+    return None
+
+
+def _unbacked_guard(message: str) -> str | None:
+    """The question a guard asked about a value read from data (``u7 > 16``), if that is what the error is."""
+    m = re.search(r"Could not guard on data-dependent expression (.+?) \(unhinted", message)
+    return m.group(1).strip() if m and re.search(r"\bu\d+\b", m.group(1)) else None
+
+
 def _suggested_fixes(message: str) -> list[str]:
     m = re.search(r"Suggested fixes:\s*\n((?:[ \t]+.+\n?)+)", message)
     return [line.strip() for line in m.group(1).splitlines() if line.strip()] if m else []
@@ -227,6 +246,9 @@ def _readable_guard(text: str) -> str:
 def _summary(kind: str, exc: BaseException, source: str | None, operator: str | None, stage: str) -> str:
     message = str(exc)
     first = message.strip().splitlines()[0] if message.strip() else type(exc).__name__
+    if kind == "data_dependent" and stage == "lower" and _unbacked_guard(message):
+        return (f"data-dependent: lowering asked whether {_unbacked_guard(message)}, where u… is a value read from "
+                "data (an .item(), a mask), and nothing in forward() says what that value can be")
     if kind == "data_dependent":
         what = "a `while` loop on a tensor" if source and "while " in source else (
             "a tensor value turned into a Python number" if re.search(r"\.item\(\)|int\(|float\(", source or "")
@@ -262,9 +284,17 @@ def diagnose_exception(exc: BaseException, stage: str, exported: Any = None) -> 
     message = str(exc)
     operator = _operator(message) if kind == "unsupported_operator" else None
     located = user_frame(exc) or _graph_frame(exported, operator)
+    if located is None and stage == "lower" and kind == "data_dependent":  # a guard on a value, asked by lowering
+        located = _original_frame(message)
     source = located.source if located else None
     fix = FIXES[kind]
-    if kind == "data_dependent" and source and "while " in source:
+    if kind == "data_dependent" and stage == "lower" and _unbacked_guard(message):
+        fix = ("A value read from data (.item(), nonzero, a mask) became a size or an index, and lowering asked a "
+               "question about it that nothing answers. Right after reading it, promise its range in forward(): "
+               "torch._check(k >= lo) and torch._check(k <= hi). Export uses the promises to answer such questions, "
+               "and the memory plan reserves the largest size they allow; the device does not check them, so the app "
+               "validates the value before the call (lesson 14).")
+    elif kind == "data_dependent" and source and "while " in source:
         fix = ("A `while` on a tensor cannot be traced: bound it (a fixed number of steps with torch.where "
                "masking the finished ones) or run the loop in the app, calling the exported step. ") + fix
     return Diagnosis(kind=kind, stage=stage, summary=_summary(kind, exc, source, operator, stage), fix=fix,

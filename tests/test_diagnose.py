@@ -3,6 +3,8 @@ the library's own failures propagate instead of being reported as the model's.""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 from torch.export import Dim
@@ -17,6 +19,21 @@ def test_data_dependent_if_is_classified_with_its_line():
     assert d.source_line == "forward(): if x.sum() > 0:"
     assert d.location and d.location.startswith("helpers/models.py:")
     assert "torch.cond" in d.fix and "torch.where" in d.fix and "hoist" in d.fix
+
+
+def test_a_guard_lowering_asks_about_a_value_read_from_data_names_the_question_and_the_users_line():
+    """Lesson 14's ValidRows: export succeeds, torch's slice decomposition (run by the lowering) asks whether the end
+    read by .item() is negative. The diagnosis says which question, points at the slice in forward() (from the stack
+    trace export recorded), and its fix is a promise, not a torch.cond."""
+    from helpers import course
+
+    sizes = course.lesson(14)
+    d = helpers.diagnose_export(sizes.ValidRows(), (sizes.token_table(), sizes.n(5)))
+    assert d.kind == "data_dependent" and d.stage == "lower"
+    assert re.search(r"lowering asked whether u\d+ < 0, where u… is a value read from data", d.summary), d.summary
+    assert d.source_line == "forward(): return self.proj(tokens[:k])", d.source_line
+    assert d.location and d.location.startswith("helpers/lessons/14_values_that_decide_sizes.py:")
+    assert "torch._check(k >= lo)" in d.fix and "torch.cond" not in d.fix
 
 
 def test_while_on_a_tensor_is_data_dependent():
