@@ -49,6 +49,7 @@ EXPECTED = {
     "13.slot_cost": "several times the cache's own 16 KB",
     "13.tokens_match": "all 12 the same",
     "14.broken_promise": "returns rows",
+    "14.draft_report": "no issues",
     "14.where_it_stops": "lowering fails",
 }
 # words the explanation must contain: the reveal explains with the pipeline's own evidence

@@ -53,7 +53,7 @@ class ValidRowsChecked(ValidRows):
 
 
 class Repeat(nn.Module):
-    """A row of 8 features repeated ``n`` times: the output's size is a value nothing in the graph bounds."""
+    """A row of 8 features repeated ``n`` times."""
 
     def forward(self, row, n):
         k = n.item()
@@ -68,6 +68,20 @@ class RepeatAtMost12(Repeat):
         torch._check(k >= 0)
         torch._check(k <= 12)
         return row.expand(k, WIDTH) * torch.ones(k, 1)
+
+
+class ShortOrLong(nn.Module):
+    """Short prompts (up to 8 tokens) are doubled as they are; longer ones go through the layer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = _seeded_linear(16)
+
+    def forward(self, tokens: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
+        k = n.item()
+        if k > 8:
+            return self.proj(tokens)
+        return tokens * 2
 
 
 class Positives(nn.Module):
@@ -131,6 +145,26 @@ def _broken_promise() -> Reveal:
         "returns no rows" if rows else "returns rows": (
             f"it returned {rows} rows: a slice to -1 ends one row before the table's end, it does not empty it."
             if rows else "it returned no rows."),
+    })
+
+
+def _draft_report() -> Reveal:
+    from helpers.diagnose import diagnose_export
+    from helpers.lessons.control_flow import draft_export_decisions
+
+    issues = draft_export_decisions(ValidRows(), (token_table(), n(5))).issues
+    lowering = diagnose_export(ValidRows(), (token_table(), n(5)))
+    if issues:
+        return Reveal("the slice's guard", f"its report lists {len(issues)} issue(s): {issues[0][0]}.", why_not={
+            "no issues": f"it listed {len(issues)} issue(s).",
+            "an export error": "it returned a program and a report, as draft_export does instead of raising."})
+    return Reveal("no issues", (
+        "its report lists 0 issues. draft_export runs export only; the guard that stopped ValidRows is asked later, "
+        f"by the lowering ({lowering.stage}: {lowering.summary})."), why_not={
+        "the slice's guard": ("the report lists 0 issues: that guard is asked by torch's slice decomposition while "
+                              "ExecuTorch lowers the program, after export has finished."),
+        "an export error": ("draft_export returned a program and a report; export itself succeeded on ValidRows "
+                            "in §1 already."),
     })
 
 
@@ -203,6 +237,9 @@ QUESTIONS = [
     Question("14.where_it_stops", LESSON,
              "ValidRows reads n with .item() and slices the table with it. Exported, then lowered for XNNPACK: "
              "where does it stop?", ("export fails", "lowering fails", "runs"), _where_it_stops),
+    Question("14.draft_report", LESSON,
+             "draft_export keeps going where export would stop and reports every issue it meets. Run on ValidRows, "
+             "its report lists…", ("the slice's guard", "no issues", "an export error"), _draft_report),
     Question("14.broken_promise", LESSON,
              "The app has a bug and sends n = -1 to ValidRowsChecked's .pte, which promised n >= 0. The .pte…",
              ("refuses it", "returns rows", "returns no rows"), _broken_promise),
@@ -242,5 +279,9 @@ CARDS = [
             ("Why not just promise a huge bound to be safe?",
              "The planner reserves the largest size the promise allows, for every tensor that depends on it: a "
              "bound far above what the app sends is memory the device never uses."),
+            ("draft_export reported no issues, and lowering still failed. How?",
+             "draft_export runs export only. The guard came later: ExecuTorch's lowering turns the slice into a "
+             "slice_copy, and working out its size asks whether the end is negative, a question about the value "
+             "nothing had bounded. A clean export report is not a program that builds; the check is lowering it."),
         )),
 ]

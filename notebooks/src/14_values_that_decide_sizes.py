@@ -189,6 +189,42 @@ for label, values in (("mixed", x), ("all positive", x.abs() + 0.1), ("none posi
 # No promise needed: a boolean mask keeps at most every element, so export bounds the size by the input's 10 elements
 # itself, and the plan reserves all 10.
 #
+# ## 7. A branch on the value
+#
+# A promise answers a question the same way for every input it covers. A branch that really goes both ways has no
+# such answer: promising one side would bake it in (lesson 02's trap). `ShortOrLong` picks a path by the prompt's
+# length:
+
+# %%
+show_source(sizes.ShortOrLong)
+
+# %%
+branch = diagnose_export(sizes.ShortOrLong(), (tokens, five))
+print(branch.stage, "·", branch.kind, "·", branch.source_line)
+
+# %% [markdown]
+# This one stops at export, at your `if`: lesson 02's data-dependent error. A branch that really goes both ways
+# becomes `torch.cond` (lesson 03), `torch.where` (lesson 04), or a decision the app takes before the call
+# (lesson 05): the app knows the prompt's length.
+#
+# ## 8. What `draft_export` reports
+#
+# Lesson 02's `draft_export` keeps going where export would stop and lists every issue in one report. Predict its
+# report on `ValidRows`, the model whose lowering failed in §1:
+
+# %%
+questions.ask("14.draft_report")
+
+# %%
+from helpers.lessons import control_flow as cf
+
+draft = cf.draft_export_decisions(sizes.ValidRows(), (tokens, five))
+print(f"draft_export: {len(draft.issues)} issue(s)")
+
+# %% [markdown]
+# `draft_export` checks export, and export was fine: the question that stopped `ValidRows` is asked later, by the
+# lowering. A clean report is not a program that builds: lower it.
+#
 # ## ✏️ Exercise 14.bound_positions
 #
 # `Positions` adds a position code to each of the prompt's rows. The app sends prompts of **1 to 12 tokens** in the
@@ -225,6 +261,8 @@ grade = exercises.check("14.bound_positions", answer)
 #   the largest size it allows.
 # - On the device the promise is gone: a value above the plan is refused, a value inside it that breaks the promise
 #   runs silently. The app validates the value before the call.
+# - A branch on the value stops at export (lesson 02); a guard asked while lowering does not show in export's
+#   reports, `draft_export`'s included: lower the program to know it builds.
 #
 # ## Interview question
 #
@@ -246,5 +284,7 @@ assert out.shape == (15, 8) and torch.allclose(out, reference(sizes.token_table(
 assert "int_oo" in unbounded.message and at_most_12.runtime_output_shapes()[0] == (12, 8)
 assert "0x12" in refusal and "maximum capacity of 96 elements" in refusal  # 12 rows × 8
 assert positives.runtime_output_shapes()[0] == (10,)
+assert (branch.stage, branch.kind, branch.source_line) == ("export", "data_dependent", "forward(): if k > 8:")
+assert not draft.issues
 assert exercises.get("14.bound_positions").check(exercises.solution("14.bound_positions")).passed
 print("checked: the guard, the planned sizes, the silent n = -1, the refusal above the plan, the exercise's solution")
