@@ -29,9 +29,20 @@ def token_table(seed: int = 0) -> torch.Tensor:
     return torch.randn(ROWS, WIDTH, generator=torch.Generator().manual_seed(seed))
 
 
+class AllRows(nn.Module):
+    """The app sends a table of 16 token rows (the prompt's, then padding); the layer runs on all of them and the app
+    keeps the prompt's rows."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = _seeded_linear(14)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.proj(tokens)
+
+
 class ValidRows(nn.Module):
-    """The app sends a table of 16 token rows and ``n``, how many of them are the prompt's (the rest is padding);
-    only the prompt's rows go through the layer."""
+    """The table and ``n``, how many of its rows are the prompt's: only those go through the layer (the same one)."""
 
     def __init__(self) -> None:
         super().__init__()

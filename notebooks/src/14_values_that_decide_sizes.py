@@ -33,9 +33,21 @@ print(f"torch {version('torch')} · executorch {version('executorch')}")
 # %% [markdown]
 # ## 1. A count read from data
 #
-# An app sends a table of 16 token rows (the prompt's tokens first, then padding) and `n`, how many rows are the
-# prompt's. The model runs its layer on those rows only. `n` is a tensor, as the app sends it: a Python `int` would
-# be baked into the program (lesson 01).
+# An app sends a table of 16 token rows: the prompt's tokens first, then padding. Today its model runs the layer on
+# every row, and the app keeps the prompt's:
+
+# %%
+show_source(sizes.AllRows)
+
+# %%
+tokens = sizes.token_table()
+all_rows = helpers.lower(sizes.AllRows(), (tokens,))
+print("all 16 rows, .pte against eager:", helpers.check_one(sizes.AllRows(), all_rows, (tokens,)).describe())
+
+# %% [markdown]
+# For a 3-token prompt, 13 of the 16 rows are wasted work. `ValidRows` also takes `n`, how many rows are the
+# prompt's, and runs the layer on those only. `n` is a tensor, as the app sends it: a Python `int` would be baked
+# into the program (lesson 01).
 
 # %%
 show_source(sizes.ValidRows)
@@ -44,7 +56,7 @@ show_source(sizes.ValidRows)
 # Export it with a prompt of 5 tokens and read the graph:
 
 # %%
-tokens, five = sizes.token_table(), sizes.n(5)
+five = sizes.n(5)
 exported = torch.export.export(sizes.ValidRows(), (tokens, five))
 print(exported.graph_module.code.strip())
 
@@ -149,8 +161,8 @@ unbounded = diagnose_export(sizes.Repeat(), (torch.randn(1, 8), sizes.n(3)))
 print(unbounded.stage, "·", unbounded.message.splitlines()[0])
 
 # %% [markdown]
-# The memory planner needs a finite largest size for every tensor; `u…` can be anything (`int_oo`: unbounded). An
-# upper bound is a promise too:
+# To plan memory, ExecuTorch gives every tensor the largest size it can take (`exir/sym_util.py`, whose message this
+# is); `u…` can be anything (`int_oo`: unbounded). An upper bound is a promise too:
 
 # %%
 show_source(sizes.RepeatAtMost12)
