@@ -52,3 +52,23 @@ def test_one_promise_is_not_enough_for_the_slice():
 
     d = diagnose_export(NotNegative(), (SIZES.token_table(), SIZES.n(5)))
     assert d.stage == "lower" and "> 16" in d.message.splitlines()[0], d.message[:300]
+
+
+def test_other_correct_promises_pass_the_exercise():
+    """The grade judges behaviour, not the solution's text: an upper bound alone (arange already settles the sign)
+    and torch._check_is_size plus the bound both pass."""
+    from helpers import exercises
+
+    exercise = exercises.get("14.bound_positions")
+    for checks in ("torch._check(k <= 12)", "torch._check_is_size(k)\n        torch._check(k <= 12)"):
+        answer = exercise.build(f"""
+class Bounded(Positions):
+    def forward(self, tokens, n):
+        k = n.item()
+        {checks}
+        position = torch.arange(k, dtype=torch.float32).unsqueeze(1) / 4.0
+        return self.proj(tokens[:k]) + torch.sin(position)
+answer = Bounded()
+""")
+        grade = exercise.check(answer)
+        assert grade.passed, grade.report()
