@@ -288,8 +288,10 @@ CARDS = [
                 "the app validates the value before calling"),
         follow_ups=(
             ("Why not just promise a huge bound to be safe?",
-             "The planner reserves the largest size the promise allows, for every tensor that depends on it: a "
-             "bound far above what the app sends is memory the device never uses."),
+             "Two costs. The planner reserves the largest size the promise allows for every tensor made from the "
+             "value: memory the device never uses. And where the value slices a tensor, a bound past that tensor's "
+             "length leaves the question 'is the end past the table?' open, so lowering still fails (lesson 14's "
+             "exercise: a bound of 100,000 on a 16-row table)."),
             ("draft_export reported no issues, and lowering still failed. How?",
              "draft_export runs export only. The guard came later: ExecuTorch's lowering turns the slice into a "
              "slice_copy, and working out its size asks whether the end is negative, a question about the value "
