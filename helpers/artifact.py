@@ -311,27 +311,13 @@ class PteArtifact:
     def runtime_input_shapes(self, method: str = "forward") -> list[tuple[int, ...] | None]:
         """Per input, the shape the ``.pte`` itself records (``MethodMeta``): the *maximum* shape."""
         meta = self._method(method).method_meta()
-        shapes: list[tuple[int, ...] | None] = []
-        with captured_output():  # the runtime logs each non-tensor input it is asked about
-            for i in range(meta.num_inputs()):
-                try:
-                    shapes.append(tuple(meta.input_tensor_meta(i).sizes()))
-                except Exception:  # noqa: BLE001 - a non-tensor input (a baked-in Python scalar)
-                    shapes.append(None)
-        return shapes
+        return _recorded_shapes(meta.num_inputs(), meta.input_tensor_meta)
 
     def runtime_output_shapes(self, method: str = "forward") -> list[tuple[int, ...] | None]:
         """Per runtime output, the shape the ``.pte`` records (``MethodMeta``): the largest the memory plan holds,
         for an output whose size depends on an input's size or on a value (an ``.item()``, a mask)."""
         meta = self._method(method).method_meta()
-        shapes: list[tuple[int, ...] | None] = []
-        with captured_output():
-            for i in range(meta.num_outputs()):
-                try:
-                    shapes.append(tuple(meta.output_tensor_meta(i).sizes()))
-                except Exception:  # noqa: BLE001 - a non-tensor output
-                    shapes.append(None)
-        return shapes
+        return _recorded_shapes(meta.num_outputs(), meta.output_tensor_meta)
 
     def run_raw(self, *args: Any, method: str = "forward", all_outputs: bool = False) -> tuple[Any, ...]:
         """Run with the runtime's own checks only, as a device app that skips validation would.
@@ -424,3 +410,15 @@ class PteArtifact:
             parts.append("<ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in self.notes) + "</ul>")
         parts.append("</div>")
         return "".join(parts)
+
+
+def _recorded_shapes(count: int, tensor_meta: Callable[[int], Any]) -> list[tuple[int, ...] | None]:
+    """``MethodMeta``'s sizes for values ``0 … count-1`` (None for a non-tensor value, a baked-in Python scalar)."""
+    shapes: list[tuple[int, ...] | None] = []
+    with captured_output():  # the runtime logs each non-tensor value it is asked about
+        for i in range(count):
+            try:
+                shapes.append(tuple(tensor_meta(i).sizes()))
+            except Exception:  # noqa: BLE001 - a non-tensor value
+                shapes.append(None)
+    return shapes

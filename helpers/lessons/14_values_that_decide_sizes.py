@@ -3,6 +3,7 @@ and the device does not check; its predictions, its exercise (``14.bound_positio
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
@@ -112,10 +113,16 @@ def lower_valid_rows_checked():
 
 
 # ----- predictions --------------------------------------------------------------------------------
-def _where_it_stops() -> Reveal:
+@functools.cache
+def _valid_rows_diagnosis() -> Any:
+    """ValidRows exported and lowered once per process (a failed lowering is not cached on disk; two reveals use it)."""
     from helpers.diagnose import diagnose_export
 
-    d = diagnose_export(ValidRows(), (token_table(), n(5)))
+    return diagnose_export(ValidRows(), (token_table(), n(5)))
+
+
+def _where_it_stops() -> Reveal:
+    d = _valid_rows_diagnosis()
     if d.ok:
         return Reveal("runs", f"it exported, lowered and loaded: {d.summary}", why_not={
             "export fails": "export returned a graph.", "lowering fails": "lowering wrote the program."})
@@ -160,11 +167,10 @@ def _broken_promise() -> Reveal:
 
 
 def _draft_report() -> Reveal:
-    from helpers.diagnose import diagnose_export
     from helpers.lessons.control_flow import draft_export_decisions
 
     issues = draft_export_decisions(ValidRows(), (token_table(), n(5))).issues
-    lowering = diagnose_export(ValidRows(), (token_table(), n(5)))
+    lowering = _valid_rows_diagnosis()
     if issues:
         return Reveal("the slice's guard", f"its report lists {len(issues)} issue(s): {issues[0][0]}.", why_not={
             "no issues": f"it listed {len(issues)} issue(s).",
