@@ -369,6 +369,11 @@ def _described(methods: dict[str, tuple[torch.nn.Module, tuple[Any, ...], Any]],
         "order": list(methods),
         "methods": {name: {"dynamic": cache.dynamic_shapes_repr(dynamic), "parameters": forward_parameter_names(model)}
                     for name, (model, _args, dynamic) in methods.items()}}
+    for name, (_model, args, dynamic) in methods.items():
+        if dynamic is not None:  # memory planning takes an unbounded axis's size from the example: part of the key
+            leaves = torch.utils._pytree.tree_leaves(args)
+            described["methods"][name]["example_shapes"] = [
+                list(leaf.shape) if isinstance(leaf, torch.Tensor) else repr(leaf) for leaf in leaves]
     if share_mutable_buffers:  # only when set: every other program keeps its key
         described["share_mutable_buffers"] = True
     if constant_methods:
@@ -456,8 +461,13 @@ def _build(methods: dict[str, tuple[torch.nn.Module, tuple[Any, ...], Any]],
         n_cf = _control_flow_nodes(ep)
         if n_cf and backend == "xnnpack":
             in_branches = sum(r["portable"] + r["delegated"] for r in rows if r["region"] != "main")
-            notes.append(f"{name}: {n_cf} control-flow region(s) (torch.cond): XNNPACK does not lower inside "
-                         f"branches, so their {in_branches} node(s) were decomposed to run on portable kernels")
+            if all(r["region"].startswith("cond#") for r in rows if r["region"] != "main"):
+                notes.append(f"{name}: {n_cf} control-flow region(s) (torch.cond): XNNPACK does not lower inside "
+                             f"branches, so their {in_branches} node(s) were decomposed to run on portable kernels")
+            else:
+                notes.append(f"{name}: {n_cf} control-flow region(s) (torch.cond, scan or map): XNNPACK does not "
+                             f"lower inside their branches or loop bodies, so their {in_branches} node(s) were "
+                             "decomposed to run on portable kernels")
         user_outputs, runtime_outputs = _user_output_positions(edge_ep)
         contract = contract_from_export(name, model, args, dynamic, ep, planned)
         meta["methods"][name] = {

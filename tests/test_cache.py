@@ -61,6 +61,19 @@ def test_key_ignores_example_values_but_not_shapes_backend_bounds_names_or_scala
     assert key_of(scalar, (torch.ones(1, 4), 2)) != key_of(scalar, (torch.ones(1, 4), 3))
 
 
+def test_an_axis_without_a_max_is_planned_from_the_example_so_its_size_is_in_the_key():
+    """Memory planning gives a Dim without a max the example's size: two examples, two programs (the same
+    graph and ranges; only the example differs). Found when lesson 07's exercise was served a 6-frame plan."""
+    model = M.ConfigBranch()
+    rows = {"x": {0: Dim("rows", min=1)}}
+    small, large = torch.randn(3, 4), torch.randn(5, 4)
+    assert key_of(model, (small,), rows) != key_of(model, (large,), rows)
+    assert key_of(model, (small,), rows) == key_of(model, (torch.randn(3, 4),), rows)
+    planned = [helpers.lower(model, (x,), dynamic_shapes=rows, backend="portable").runtime_input_shapes()[0]
+               for x in (small, large)]
+    assert planned == [(3, 4), (5, 4)]
+
+
 @pytest.mark.parametrize("make_pair", [
     lambda: (M.ConfigBranch(seed=1), M.ConfigBranch(seed=2)),                       # weights
     lambda: (M.ConfigBranch(use_residual=True), M.ConfigBranch(use_residual=False)),  # a plain attribute
