@@ -80,7 +80,8 @@ class DelegationReport:
     delegated_subgraphs: int
     notes: list[str] = field(default_factory=list)
     declined: list[dict[str, str]] = field(default_factory=list)
-    control_flow: int = 0  # torch.cond / while nodes: jumps in the program, not kernels (not counted as nodes)
+    control_flow: int = 0  # torch.cond / scan / map nodes: jumps in the program, not kernels (not counted as nodes)
+    control_flow_kinds: tuple[str, ...] = ()  # their operators ("cond", "scan", "map_impl"), one per node
     size_ops: int = 0  # arithmetic on symbolic sizes (sym_size, operator.add, …): runtime prim ops, not kernels
     rules: list[str] = field(default_factory=list)  # the operators XNNPACK has a partitioner rule for
 
@@ -148,8 +149,11 @@ class DelegationReport:
         text = (f"{self.method}: {self.delegated_nodes} nodes delegated to {self.backend} in "
                 f"{self.delegated_subgraphs} subgraph(s), {self.portable_nodes} on portable kernels "
                 f"({self.coverage:.0%} delegated)")
-        if self.control_flow:
-            text += f"; {self.control_flow} torch.cond region(s) as jumps"
+        kinds = self.control_flow_kinds or ("cond",) * self.control_flow
+        for kind in sorted(set(kinds)):
+            what = {"cond": "torch.cond region(s)", "scan": "scan loop(s)", "map_impl": "map loop(s)"}.get(
+                kind, f"{kind} region(s)")
+            text += f"; {kinds.count(kind)} {what} as jumps"
         return text
 
     def to_dataframe(self):  # -> pandas.DataFrame
@@ -272,6 +276,8 @@ class PteArtifact:
                                 declined=[dict(d) for d in info["declined"]],
                                 control_flow=sum(r["delegated"] + r["portable"] for r in every
                                                  if r["op"] in CONTROL_FLOW),
+                                control_flow_kinds=tuple(r["op"] for r in every if r["op"] in CONTROL_FLOW
+                                                         for _ in range(r["delegated"] + r["portable"])),
                                 size_ops=sum(r["delegated"] + r["portable"] for r in every if r["op"] in SIZE_OPS),
                                 rules=list(info["xnnpack_rules"]))
 

@@ -493,6 +493,70 @@ class Bounded(Positions):
 answer = Bounded
 """, ("not an nn.Module instance",)),
     ],
+    "15.stop_at_end": [
+        WrongAnswer("Generate's own forward: a while on the token's value", """
+class StopAtEnd(Generate):
+    pass
+answer = StopAtEnd()
+""", ('export failed', 'data-dependent')),
+        WrongAnswer('torch.while_loop (exports; ExecuTorch 1.5.1 does not write it)', """
+class StopAtEnd(Generate):
+    def forward(self, start):
+        def going(i, token, tokens):
+            return (token != END).all()
+
+        def step(i, token, tokens):
+            token = self.next_token(token).argmax(-1)
+            tokens = torch.where(torch.arange(LONGEST) == i, token, tokens)
+            return i + 1, token, tokens
+
+        first = (torch.zeros((), dtype=torch.long), start, torch.full((LONGEST,), END))
+        _, _, tokens = torch.while_loop(going, step, first)
+        return tokens
+answer = StopAtEnd()
+""", ('lower failed', 'while_loop')),
+        WrongAnswer('a cap one step short: 10 generated tokens, then END', """
+class StopAtEnd(Generate):
+    def forward(self, start):
+        token, done, tokens = start, start == END, []
+        for _ in range(10):
+            token = torch.where(done, END, self.next_token(token).argmax(-1))
+            tokens.append(token)
+            done = done | (token == END)
+        return torch.cat(tokens + [torch.full((2,), END)])
+answer = StopAtEnd()
+""", ('on start ', 'the reference')),
+        WrongAnswer('12 steps with no mask: generation goes on after END', """
+class StopAtEnd(Generate):
+    def forward(self, start):
+        token, tokens = start, []
+        for _ in range(LONGEST):
+            token = self.next_token(token).argmax(-1)
+            tokens.append(token)
+        return torch.cat(tokens)
+answer = StopAtEnd()
+""", ('on start ', 'the reference')),
+        WrongAnswer('END everywhere (the right shape, no generation)', """
+class StopAtEnd(Generate):
+    def forward(self, start):
+        return torch.full((LONGEST,), END) + 0 * start
+answer = StopAtEnd()
+""", ('on start 1 ', 'the reference')),
+        WrongAnswer("this table's answers memorised (computed in eager, then looked up)", """
+ANSWERS = torch.stack([Generate()(torch.tensor([t])) if t != END else torch.full((LONGEST,), END)
+                       for t in range(16)])
+
+class StopAtEnd(Generate):
+    def forward(self, start):
+        return ANSWERS.index_select(0, start)[0]
+answer = StopAtEnd()
+""", ('another table', 'the reference')),
+        WrongAnswer('the class instead of an instance', """
+class StopAtEnd(Generate):
+    pass
+answer = StopAtEnd
+""", ('not an nn.Module instance',)),
+    ],
 }
 
 TRACK = [e for item in course.lessons() for e in getattr(item.module, "EXERCISES", ())]

@@ -51,6 +51,9 @@ EXPECTED = {
     "14.broken_promise": "returns rows",
     "14.draft_report": "no issues",
     "14.where_it_stops": "lowering fails",
+    "15.past_the_cap": "returns it halved 8 times",
+    "15.scan_size": "the same size",
+    "15.while_loop": "lowering fails",
 }
 # words the explanation must contain: the reveal explains with the pipeline's own evidence
 EVIDENCE = {
@@ -63,6 +66,8 @@ EVIDENCE = {
     "08.raise_max": "655,424 → 2,621,504",
     "10.batch_loop": "device input",
     "14.broken_promise": "returned 15 rows",
+    "15.past_the_cap": "its peak is 3.91, still above 1",
+    "15.while_loop": "Unsupported control flow operator: while_loop",
 }
 
 ROOT = Path(__file__).resolve().parent.parent

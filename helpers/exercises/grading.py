@@ -203,7 +203,9 @@ def starter_cell(lesson: str, marker: str) -> str:
 
 # ----- checks exercises are built from -----------------------------------------------------------
 def as_model(answer: Any, reference: nn.Module, *, what: str = "your model") -> tuple[nn.Module | None, Verdict]:
-    """``answer`` as an eval-mode copy carrying the reference's weights (so only ``forward()`` is judged).
+    """``answer`` as an eval-mode copy carrying the reference's weights (so only ``forward()`` is judged), its
+    parameters not requiring gradients: an inference program, as an app exports it (torch 2.13's ``scan`` fails to
+    export a step that reads a parameter requiring gradients and carries integers, such as token ids; lesson 15).
 
     Fails when ``answer`` is not an ``nn.Module`` or its parameters are not the reference's (names and
     shapes): the exercise is about the code around the layers, not about retraining them.
@@ -219,6 +221,7 @@ def as_model(answer: Any, reference: nn.Module, *, what: str = "your model") -> 
         problem = " ".join(str(exc).split())[:300]
         return None, Verdict(criterion, False, f"its parameters differ from the reference's ({problem})",
                              "subclass the reference model and change forward() only, so the layers stay the same")
+    model.requires_grad_(False)
     return model, Verdict(criterion, True, "same layers as the reference (its weights are used)")
 
 
