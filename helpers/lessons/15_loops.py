@@ -328,13 +328,13 @@ CARDS = [
                 "condition holds (the graph and the .pte grow with the cap), or write the masked step once with "
                 "scan (the program stays the same size; the runtime loops with jumps, outside the delegate). Both "
                 "always run every step, and past the cap they return an unfinished answer silently: derive the cap "
-                "from the input contract and have the app check the result. For a true early exit, export one step "
-                "and loop in the app, one call per step, as an LLM's decode loop does."),
+                "from the input contract and have the app check the result. To stop as early as the input allows, "
+                "export one step and loop in the app, one call per step, as an LLM's decode loop does."),
         points=("while on data: a guard export cannot decide; while_loop: exports, not emitted by 1.5.1",
                 "a cap plus a mask: every step runs; the cap comes from the contract",
                 "unrolled grows with the cap, scan does not",
                 "past the cap: silent; the app checks",
-                "early exit: the loop in the app, one step per call"),
+                "stopping early: the loop in the app, one call per step"),
         follow_ups=(
             ("Unrolled or scan: which one do you ship?",
              "Measure both on the device. Unrolled, the partitioner sees every step (in lesson 15 XNNPACK took each "

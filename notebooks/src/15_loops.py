@@ -6,7 +6,7 @@
 # - the loop a device can run: a cap on the number of steps, each step masked — unrolled, or written once with
 #   `scan`;
 # - what happens past the cap, and what each way costs (program size, time per call);
-# - the loop in the app: one program call per step, the only early exit.
+# - the loop in the app: one program call per step, and an exit as early as the input allows.
 #
 # **Terms**: everything from the table in [lesson 00](00_start_here.ipynb), and:
 #
@@ -120,7 +120,7 @@ print("\n".join(line[4:].rstrip() for line in source[start:end + 1]))
 
 # %% [markdown]
 # The emitter writes `cond`, `map` and `scan` as instructions, and refuses `while_loop`: in ExecuTorch 1.5.1 a
-# program has no loop whose length depends on data.
+# program has no loop that stops on a value it computes.
 #
 # ## 4. `scan`: the masked step written once
 #
@@ -159,8 +159,8 @@ for name, art in programs.items():
           f"{delegation.delegated_subgraphs:2d} XNNPACK subgraphs · {delegation.portable_nodes:3d} portable nodes")
 
 # %% [markdown]
-# Unrolled, the graph holds every step: XNNPACK takes each step's `abs` and division (one delegate call per step) and the
-# `.pte` grows with the cap. Scan's program is the same at 16 and 64 steps: the emitter wrote the step once and a
+# Unrolled, the graph holds every step: XNNPACK takes each step's `abs` and division (one delegate call per step)
+# and the `.pte` grows with the cap. Scan's program is the same at 16 and 64 steps: the emitter wrote the step once and a
 # jump back to it, and the number of steps is a tensor's length in the program. Its last instructions:
 
 # %%
@@ -170,13 +170,12 @@ for kind, detail in scanned.instructions()[-5:]:
 # %% [markdown]
 # `et_copy_index` stores the step's output row, `add` counts the step, `eq` compares the count with the rows to walk,
 # `JumpFalseCall` goes back to the step until they are equal, and `sub` resets the count for the next call. The
-# step itself runs on portable kernels: XNNPACK
-# does not lower inside a loop body.
+# step itself runs on portable kernels: XNNPACK does not lower inside a loop body.
 #
 # ## 5. The loop in the app
 #
-# Both programs run every step, whatever the frame needs. The only early exit is outside the program: export one
-# step, and let the app call it until the frame is quiet, as an LLM app calls its decode step until the end token
+# Both programs run every step, whatever the frame needs. To stop as soon as the frame is quiet, loop outside the
+# program: export one step, and let the app call it until the frame is quiet, as an LLM app calls its decode step until the end token
 # (lesson 13).
 
 # %%
@@ -265,7 +264,7 @@ grade = exercises.check("15.stop_at_end", answer)
 #   with `scan` (one step in the program, on portable kernels). Every step runs, whatever the input needs.
 # - Past the cap the answer is unfinished and nothing says so: take the cap from the input contract, and check the
 #   result in the app.
-# - An early exit lives in the app: one call per step.
+# - A loop that stops as early as the input allows lives in the app: one call per step.
 #
 # ## Interview question
 #
