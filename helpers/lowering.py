@@ -369,11 +369,6 @@ def _described(methods: dict[str, tuple[torch.nn.Module, tuple[Any, ...], Any]],
         "order": list(methods),
         "methods": {name: {"dynamic": cache.dynamic_shapes_repr(dynamic), "parameters": forward_parameter_names(model)}
                     for name, (model, _args, dynamic) in methods.items()}}
-    for name, (_model, args, dynamic) in methods.items():
-        if dynamic is not None:  # memory planning takes an unbounded axis's size from the example: part of the key
-            leaves = torch.utils._pytree.tree_leaves(args)
-            described["methods"][name]["example_shapes"] = [
-                list(leaf.shape) if isinstance(leaf, torch.Tensor) else repr(leaf) for leaf in leaves]
     if share_mutable_buffers:  # only when set: every other program keeps its key
         described["share_mutable_buffers"] = True
     if constant_methods:
@@ -568,8 +563,21 @@ def _build_sibling(methods: dict[str, tuple[torch.nn.Module, tuple[Any, ...], An
 
 def _key(methods: dict[str, tuple[torch.nn.Module, tuple[Any, ...], Any]],
          exported: dict[str, torch.export.ExportedProgram], backend: str, options: ProgramOptions) -> str:
-    return cache.program_key(exported, _described(methods, options.share_mutable_buffers, options.constant_methods),
-                             backend)
+    described = _described(methods, options.share_mutable_buffers, options.constant_methods)
+    for name, (_model, args, _dynamic) in methods.items():
+        if name in exported and _has_unbounded_size(exported[name]):
+            # Memory planning gives a size without an upper bound the example's value: two examples, two programs.
+            described["methods"][name]["example_shapes"] = [
+                list(leaf.shape) if isinstance(leaf, torch.Tensor) else repr(leaf)
+                for leaf in torch.utils._pytree.tree_leaves(args)]
+    return cache.program_key(exported, described, backend)
+
+
+def _has_unbounded_size(ep: torch.export.ExportedProgram) -> bool:
+    """Does a symbolic size of ``ep`` have no finite upper bound (a ``Dim`` without a max)?"""
+    from torch.utils._sympy.numbers import int_oo
+
+    return any(vr.upper == int_oo for vr in ep.range_constraints.values())
 
 
 def lower_methods(methods: Mapping[str, Any], *, backend: str = "xnnpack", strict: bool = False,

@@ -22,14 +22,14 @@ from torch import nn
 from torch.export import Dim
 
 import helpers
-from helpers import cache, lowering
+from helpers import lowering
 from helpers import models as M
 from helpers.lowering import export_methods, forget_in_memory
 
 
 def key_of(model, args, dynamic=None, backend="xnnpack") -> str:
     normalised, exported = export_methods({"forward": (model, args, dynamic)})
-    return cache.program_key(exported, lowering._described(normalised), backend)
+    return lowering._key(normalised, exported, backend, lowering.ProgramOptions())
 
 
 def fresh_output(model, args):
@@ -69,6 +69,8 @@ def test_an_axis_without_a_max_is_planned_from_the_example_so_its_size_is_in_the
     small, large = torch.randn(3, 4), torch.randn(5, 4)
     assert key_of(model, (small,), rows) != key_of(model, (large,), rows)
     assert key_of(model, (small,), rows) == key_of(model, (torch.randn(3, 4),), rows)
+    bounded = {"x": {0: Dim("rows", min=1, max=8)}}  # planned for the max whatever the example: one program
+    assert key_of(model, (small,), bounded) == key_of(model, (large,), bounded)
     planned = [helpers.lower(model, (x,), dynamic_shapes=rows, backend="portable").runtime_input_shapes()[0]
                for x in (small, large)]
     assert planned == [(3, 4), (5, 4)]
