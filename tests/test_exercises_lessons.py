@@ -557,6 +557,48 @@ class StopAtEnd(Generate):
 answer = StopAtEnd
 """, ('not an nn.Module instance',)),
     ],
+    "16.nested_spec": [
+        WrongAnswer('the prompt left out (a keyword argument is in dynamic_shapes too)', """
+tokens = Dim("tokens", min=2, max=64)
+batch = Dim("batch", min=1, max=4)
+answer = {"batch": {"tokens": {0: batch, 1: tokens}, "mask": {0: batch, 1: tokens}}}
+""", ('top-level keys must be the arg names',)),
+        WrongAnswer('one Dim per tensor for the token axis (tokens and mask hold the same tokens)', """
+batch = Dim("batch", min=1, max=4)
+answer = {"batch": {"tokens": {0: batch, 1: Dim("tokens", min=2, max=64)},
+                    "mask": {0: batch, 1: Dim("mask_tokens", min=2, max=64)}},
+          "prompt": {0: batch, 1: Dim("prompt_tokens", min=2, max=8)}}
+""", ("export failed", "Constraints violated (mask_tokens)")),
+        WrongAnswer("no Dim for the batch axis (the example's 2 sequences baked in)", """
+tokens = Dim("tokens", min=2, max=64)
+answer = {"batch": {"tokens": {1: tokens}, "mask": {1: tokens}}, "prompt": {1: Dim("prompt_tokens", min=2, max=8)}}
+""", ('on batch 1', 'refused')),
+        WrongAnswer('a token max below the longest sequence (32)', """
+batch = Dim("batch", min=1, max=4)
+tokens = Dim("tokens", min=2, max=32)
+answer = {"batch": {"tokens": {0: batch, 1: tokens}, "mask": {0: batch, 1: tokens}},
+          "prompt": {0: batch, 1: Dim("prompt_tokens", min=2, max=8)}}
+""", ('64 tokens', 'refused')),
+        WrongAnswer('a token max far above what the app sends (512)', """
+batch = Dim("batch", min=1, max=4)
+tokens = Dim("tokens", min=2, max=512)
+answer = {"batch": {"tokens": {0: batch, 1: tokens}, "mask": {0: batch, 1: tokens}},
+          "prompt": {0: batch, 1: Dim("prompt_tokens", min=2, max=8)}}
+""", ('batch_tokens (4, 512, 8)',)),
+        WrongAnswer("the prompt's length left static (the example's 4 tokens)", """
+batch = Dim("batch", min=1, max=4)
+tokens = Dim("tokens", min=2, max=64)
+answer = {"batch": {"tokens": {0: batch, 1: tokens}, "mask": {0: batch, 1: tokens}}, "prompt": {0: batch}}
+""", ('a prompt of 2', 'refused')),
+        WrongAnswer("one Dim for every length (the prompt's and the tokens' are different quantities)", """
+batch = Dim("batch", min=1, max=4)
+length = Dim("length", min=2, max=64)
+answer = {"batch": {"tokens": {0: batch, 1: length}, "mask": {0: batch, 1: length}}, "prompt": {0: batch, 1: length}}
+""", ('export failed',)),
+        WrongAnswer('a Dim instead of the structure', """
+answer = Dim("tokens", min=2, max=64)
+""", ('the answer is a',)),
+    ],
 }
 
 TRACK = [e for item in course.lessons() for e in getattr(item.module, "EXERCISES", ())]

@@ -54,6 +54,7 @@ EXPECTED = {
     "15.past_the_cap": "returns it halved 8 times",
     "15.scan_size": "the same size",
     "15.while_loop": "lowering fails",
+    "16.key_order": "returns a wrong answer, silently",
 }
 # words the explanation must contain: the reveal explains with the pipeline's own evidence
 EVIDENCE = {
@@ -68,6 +69,7 @@ EVIDENCE = {
     "14.broken_promise": "returned 15 rows",
     "15.past_the_cap": "its peak is 3.91, still above 1",
     "15.while_loop": "Unsupported control flow operator: while_loop",
+    "16.key_order": "batch_noise, batch_signal",
 }
 
 ROOT = Path(__file__).resolve().parent.parent

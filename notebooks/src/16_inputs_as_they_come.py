@@ -1,0 +1,212 @@
+# %% [markdown]
+# # 16 · Inputs as they come: a dict, keyword arguments, a dataclass — and their `dynamic_shapes`
+#
+# **What you will learn**
+# - what the device receives when `forward()` takes a dict, keyword arguments or a dataclass: a flat list of
+#   tensors, in the order export flattened them;
+# - what happens when the app builds that list in another order, and how to make the order impossible to miss;
+# - how to write `dynamic_shapes` for nested inputs: it mirrors the inputs' structure.
+#
+# **Terms**: everything from the table in [lesson 00](00_start_here.ipynb), and:
+#
+# | term | meaning |
+# |---|---|
+# | **pytree** | torch's way of walking nested Python containers (tuples, lists, dicts, registered classes) down to their leaves, here tensors |
+# | **flatten** | turn nested inputs into the list of their leaves, in pytree order |
+# | **`register_dataclass`** | `torch.export.register_dataclass(cls)`: tells pytree how to walk a dataclass, so export accepts it as an input |
+
+# %%
+from importlib.metadata import version
+
+import torch
+
+import helpers
+from helpers import course, interview, questions
+from helpers.display import show_source
+
+inputs = course.lesson(16)  # this lesson's models and tools: helpers/lessons/16_inputs_as_they_come.py
+print(f"torch {version('torch')} · executorch {version('executorch')}")
+
+# %% [markdown]
+# ## 1. A dict input
+#
+# `Denoise` takes one batch, a dict of two tensors of the same shape, as the training code's data loader gives it:
+
+# %%
+show_source(inputs.Denoise)
+
+# %%
+batch = inputs.loader_batch()
+print({key: tuple(value.shape) for key, value in batch.items()})
+
+# %% [markdown]
+# The exporter lowers it with that batch as the example. (`helpers.lower` takes tensors one by one, so the lesson's
+# `lower_structured` exports the model behind a `forward` that takes its tensors one by one, in the order
+# `torch.export` would give the `.pte`'s inputs.)
+
+# %%
+program, flat = inputs.denoise_program()
+print(program)
+
+# %% [markdown]
+# The app on the phone calls the program with a list of tensors: the runtime has no dicts. The app's developer
+# reads `forward()` and sends them in the order it uses them. Predict:
+
+# %%
+questions.ask("16.key_order")
+
+# %%
+with torch.no_grad():
+    eager = inputs.Denoise()(batch)
+(app_out,) = program.run_raw(batch["signal"], batch["noise"])
+print(f"max |.pte - eager|: {(app_out - eager).abs().max():.3f}")
+
+# %%
+print("the .pte's inputs, in order:", flat.names)
+print(program.input_contract().signature())
+
+# %% [markdown]
+# A dict is flattened in its keys' order, and the example's keys were in the data loader's (alphabetical) order:
+# `noise` first. The runtime checks each input's shape and dtype; both are `float32 (2, 8)`, so nothing tells it
+# which is which. The program computed `noise - signal`.
+#
+# The structure is recorded. Export keeps it (`in_spec`), and ExecuTorch's emitter writes it into the program, from
+# the installed sources (`exir/emit/_emitter.py`):
+
+# %%
+import inspect
+
+from executorch.exir.emit import _emitter
+
+source = inspect.getsource(_emitter._TopLevelEmitter.__init__).splitlines()
+print("\n".join(line.strip() for line in source if "create_container_str(exported_program" in line
+                or "ContainerMetadata(" in line))
+
+# %%
+try:
+    program.run_raw(batch)
+except helpers.RuntimeRejectedError as exc:
+    print("the runtime, given the dict:", exc.error.splitlines()[0])
+
+# %% [markdown]
+# But the runtime does not read it: `execute()` takes a flat list. The order is a contract between the exporter and
+# the app, so make it one nobody can miss: export a wrapper whose inputs are positional, in the order of its
+# signature.
+
+# %%
+show_source(inputs.DenoiseApp)
+
+# %%
+fixed = helpers.lower(inputs.DenoiseApp(), (batch["signal"], batch["noise"]))
+print(fixed.input_contract().signature())
+row = helpers.check_one(inputs.DenoiseApp(), fixed, (batch["signal"], batch["noise"]))
+print("the app's order, signal then noise:", row.status)
+
+# %% [markdown]
+# ## 2. Keyword arguments and a dataclass
+#
+# The same rule for the other ways inputs come. Keyword arguments are flattened in the order they were *passed to
+# export*, not the order of `forward()`'s signature:
+
+# %%
+show_source(inputs.KeywordDenoise)
+
+# %%
+signal, noise = batch["signal"], batch["noise"]
+print(inputs.export_input_names(inputs.KeywordDenoise(), (), {"noise": noise, "signal": signal}))
+
+# %% [markdown]
+# A dataclass is not a container export knows:
+
+# %%
+show_source(inputs.DataclassDenoise)
+
+# %%
+try:
+    torch.export.export(inputs.DataclassDenoise(), (inputs.Frames(signal, noise),))
+except ValueError as exc:
+    print(str(exc).split(". To register a custom container")[0])
+
+# %% [markdown]
+# Registered, it is flattened in the order of its fields:
+
+# %%
+inputs.register_frames()  # torch.export.register_dataclass(Frames), once per process
+print(inputs.export_input_names(inputs.DataclassDenoise(), (inputs.Frames(signal, noise),)))
+
+# %% [markdown]
+# ## 3. `dynamic_shapes` mirrors the inputs
+#
+# For a dict input, `dynamic_shapes` holds a dict too: the argument's name, then one entry per key. Two tensors
+# subtracted from each other share their sizes, so their batch axes share one `Dim`:
+
+# %%
+from torch.export import Dim
+
+rows = Dim("rows", min=1, max=8)
+spec = {"batch": {"noise": {0: rows}, "signal": {0: rows}}}
+dynamic, dynamic_flat = inputs.lower_structured(inputs.Denoise(), (batch,), dynamic_shapes=spec)
+print(dynamic.input_contract().signature())
+
+# %% [markdown]
+# A structure that differs from the inputs' is refused before anything is traced, with torch's words:
+
+# %%
+try:
+    torch.export.export(inputs.Denoise(), (batch,), dynamic_shapes={"batch": {"signal": {0: rows}}})
+except torch._dynamo.exc.UserError as exc:  # what torch.export raises for a wrong spec
+    print(str(exc).splitlines()[0])
+
+# %% [markdown]
+# ## ✏️ Exercise 16.nested_spec
+#
+# `Scorer` takes a dict and a keyword argument. The app sends **1 to 4 sequences** per call, of **2 to 64 tokens**,
+# with prompts of **2 to 8 tokens**; the example has 2 sequences of 16 tokens and a prompt of 4.
+
+# %%
+Scorer = inputs.Scorer
+show_source(Scorer)
+
+# %% [markdown]
+# Write its `dynamic_shapes`. The check exports and lowers `Scorer` with your answer, runs calls of the sizes the app
+# sends against eager, and reads the memory plan: it must hold the largest call, no more.
+
+# %%
+# ✏️ Exercise 16.nested_spec — edit this cell, then run the check below.
+answer = {"batch": {"tokens": {1: Dim("tokens", min=2, max=64)}}}
+
+# %%
+from helpers import exercises
+
+grade = exercises.check("16.nested_spec", answer)
+
+# %% [markdown]
+# ## Takeaways
+#
+# - The device takes a flat list of tensors. Export flattens a dict in its keys' order, keyword arguments in the
+#   order they were passed, a registered dataclass in its fields' order.
+# - The runtime checks shapes and dtypes, not which tensor is which: two inputs of one shape in another order run
+#   and give a wrong answer, silently. Make the order visible at the boundary (a positional wrapper) and test the
+#   app's own call.
+# - `dynamic_shapes` mirrors the inputs: argument names, then keys; axes that hold the same quantity share a `Dim`.
+#
+# ## Interview question
+#
+# Answer it aloud first (about 30 seconds), then reveal a model answer.
+
+# %%
+interview.ask("16.input_order")
+
+# %% [markdown] jp-MarkdownHeadingCollapsed=true
+# ## Checked for CI: the statements above, from the runs
+
+# %% tags=["ci-check"] jupyter={"source_hidden": true}
+assert list(batch) == ["noise", "signal"] and flat.names == ["batch_noise", "batch_signal"]
+assert torch.allclose(app_out, inputs.Denoise().proj(batch["noise"] - batch["signal"]), atol=1e-5)  # noise - signal
+assert (app_out - eager).abs().max() > 0.1
+assert row.status == "match"
+assert inputs.export_input_names(inputs.KeywordDenoise(), (), {"noise": noise, "signal": signal}) == ["noise", "signal"]
+assert inputs.export_input_names(inputs.DataclassDenoise(), (inputs.Frames(signal, noise),)) == ["frames_signal",
+                                                                                                   "frames_noise"]
+assert exercises.get("16.nested_spec").check(exercises.solution("16.nested_spec")).passed
+print("checked: the input order, the silent swap, the wrapper, keyword and dataclass orders, the exercise's solution")
