@@ -210,9 +210,14 @@ def probe_inputs(example_args: Any, dynamic_shapes: Any = None, *, seed: int = 0
                 probes.append(Probe(f"{name} differs across tied axes: {middle} vs {middle + 1} (outside)",
                                     _same_shape_args(example, shapes, "random", gen)))
 
+    if contract is not None:
+        arg_names: list[str] | None = [spec.name for spec in contract.inputs]
+    else:
+        arg_names = forward_parameter_names(model) if model is not None else None
     for i, arg in enumerate(example):
         if not isinstance(arg, torch.Tensor):
             continue
+        who = arg_names[i] if arg_names is not None and i < len(arg_names) else f"input {i}"
         for axis in range(arg.dim()):
             if (i, axis) in dynamic_axes:
                 continue
@@ -224,7 +229,7 @@ def probe_inputs(example_args: Any, dynamic_shapes: Any = None, *, seed: int = 0
                 shape = list(arg.shape)
                 shape[axis] = size
                 shapes[i] = tuple(shape)
-                label = f"input {i} axis {axis} = {size} (static {arg.shape[axis]}{delta:+d}, outside)"
+                label = f"{who} axis {axis} = {size} (static {arg.shape[axis]}{delta:+d}, outside)"
                 probes.append(Probe(label, _same_shape_args(example, shapes, "random", gen)))
     return probes
 

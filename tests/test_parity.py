@@ -182,3 +182,15 @@ def test_extreme_inputs_do_not_read_as_divergence_but_real_differences_do():
     other = M.TinyVision(seed=1)  # other weights: a real difference at every magnitude
     assert helpers.check_one(other, art, (extremes,)).status == "diverge"
     assert helpers.check_one(other, art, (x,)).status == "diverge"
+
+
+def test_a_static_axis_probe_names_its_input(token_pool):
+    """With the model (or the program's contract) the probes say which input they change, as the contract does."""
+    model, art, example, dynamic = token_pool
+    named = [p.label for p in helpers.probe_inputs(example, dynamic, model=model) if "(static" in p.label]
+    from_contract = [p.label for p in helpers.probe_inputs(example, dynamic, contract=art.input_contract())
+                     if "(static" in p.label]
+    assert named and named == from_contract
+    assert all(label.startswith(("ids axis", "mask axis")) for label in named), named
+    anonymous = [p.label for p in helpers.probe_inputs(example, dynamic) if "(static" in p.label]
+    assert anonymous[0].startswith("input 0 axis 0")
