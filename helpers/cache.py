@@ -123,8 +123,8 @@ def program_key(exported: dict[str, torch.export.ExportedProgram], described: di
     (an attribute, a global of another module, a default argument, a closure) is in there if it
     changed the program, so a cached ``.pte`` is served only when a fresh export would lower to the
     same program. ``described`` adds what the library records beside the program (method order, the
-    user's ``Dim`` names, ``forward()``'s parameter names, and the example's shapes when a size has no upper bound:
-memory planning gives it the example's value); backend and versions complete the key.
+    user's ``Dim`` names, ``forward()``'s parameter names, and the example's shapes when a size has no upper
+    bound: memory planning gives it the example's value); backend and versions complete the key.
     """
     h = hashlib.sha256()
     h.update(json.dumps(_versions(), sort_keys=True).encode())

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +17,7 @@ import torch
 
 from .artifact import PteArtifact
 
-__all__ = ["median_latency_ms", "latency_rounds", "ratio_sentence", "Spread", "latency_spread", "compare_speed"]
+__all__ = ["median_latency_ms", "median_call_ms", "latency_rounds", "ratio_sentence", "Spread", "latency_spread", "compare_speed"]
 
 
 def median_latency_ms(artifact: PteArtifact, args: tuple[Any, ...], method: str = "forward",
@@ -25,12 +25,18 @@ def median_latency_ms(artifact: PteArtifact, args: tuple[Any, ...], method: str 
     """Median wall time of the runtime call alone (:meth:`PteArtifact.bare_call`: no check of ours, no copy
     of the outputs), in milliseconds, on the runtime's own thread pool (``_runtime.runtime_threads()``)."""
     call, inputs = artifact.bare_call(method), list(args)
+    return median_call_ms(lambda: call(inputs), repeat=repeat, warmup=warmup)
+
+
+def median_call_ms(fn: Callable[[], Any], repeat: int = 200, warmup: int = 20) -> float:
+    """Median wall time of ``fn()`` in milliseconds, after ``warmup`` calls (an app's loop over runtime calls, or
+    one runtime call: :func:`median_latency_ms`)."""
     for _ in range(warmup):
-        call(inputs)
+        fn()
     samples = []
     for _ in range(repeat):
         start = time.perf_counter()
-        call(inputs)
+        fn()
         samples.append((time.perf_counter() - start) * 1000)
     return statistics.median(samples)
 

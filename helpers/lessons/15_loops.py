@@ -106,22 +106,16 @@ def app_loop(step: Any, x: torch.Tensor, most: int = 64) -> tuple[torch.Tensor, 
 def app_loop_rounds(step: Any, x: torch.Tensor, rounds: int = 5, repeat: int = 100) -> list[float]:
     """Median wall time (ms) of the app's loop over the one-step program's runtime call alone
     (:meth:`PteArtifact.bare_call`), ``repeat`` loops per round, for ``rounds`` rounds."""
-    import statistics
-    import time
+    from helpers.timing import median_call_ms
 
     call = step.bare_call()
-    medians = []
-    for _ in range(rounds):
-        samples = []
-        for _ in range(repeat):
-            begin, y = time.perf_counter(), x
-            while True:
-                y, loud = call([y])
-                if not bool(loud):
-                    break
-            samples.append((time.perf_counter() - begin) * 1000)
-        medians.append(statistics.median(samples))
-    return medians
+
+    def loop() -> None:
+        y, loud = call([x])
+        while bool(loud):
+            y, loud = call([y])
+
+    return [median_call_ms(loop, repeat=repeat, warmup=10) for _ in range(rounds)]
 
 
 def program_size(art: Any) -> tuple[int, int]:
@@ -148,14 +142,14 @@ def _while_loop() -> Reveal:
     return Reveal(actual, (
         f"export recorded the loop as one operator ({'higher_order.while_loop' if 'while_loop' in graph else '?'}), "
         f"its condition and body as subgraphs; then lowering stopped ({d.stage}): "
-        f"{error_line(d.message, 'Unsupported')} ExecuTorch 1.5.1's program writer (the emitter) writes "
+        f"{line_with(d.message, 'Unsupported')} ExecuTorch 1.5.1's program writer (the emitter) writes "
         "cond, map and scan, and not while_loop."), why_not={
         "export fails": "export succeeded: torch.while_loop is made to be exported, and its graph holds it.",
         "runs": "no program was written: lowering failed before any .pte existed.",
     })
 
 
-def error_line(message: str, marker: str) -> str:
+def line_with(message: str, marker: str) -> str:
     """The first line of ``message`` that holds ``marker`` (the error's own words), else its first line."""
     lines = [line.strip() for line in message.splitlines() if marker in line]
     return (lines[0] if lines else message.splitlines()[0]).rstrip(".") + "."

@@ -13,10 +13,10 @@ from torch.export import Dim
 
 from helpers.artifact import PteArtifact
 from helpers.doctor.spec import FlatSpec, SpecError, flatten_spec
-from helpers.exercises.grading import Exercise, Verdict, base_context, lowered
+from helpers.exercises.grading import Exercise, Verdict, base_context, lowered, parity
 from helpers.interview import Card
 from helpers.lowering import lower
-from helpers.parity import check_one
+from helpers.parity import Probe
 from helpers.questions import Question, Reveal
 
 LESSON = "16_inputs_as_they_come"
@@ -208,21 +208,14 @@ def _grade_nested_spec(answer: Any) -> list[Verdict]:
     verdicts.append(verdict)
     if art is None:
         return verdicts
-    for label, (b, t, p) in _scorer_probes():
-        p_args, p_kwargs = scorer_inputs(b, t, p, seed=b * 100 + t + p)
-        flat_args = flat.model.flatten_inputs(p_args, p_kwargs)
-        row = check_one(flat.model, art, flat_args, label=label)
-        if row.status != "match":
-            detail = (f"on {label}: the .pte refused it — {row.message.split('. ')[0]}"
-                      if row.status in ("rejected", "refused") else
-                      f"on {label}: the .pte's scores differ from eager (max |Δ| {row.max_abs_diff:.3g})")
-            verdicts.append(Verdict(f"every size the app sends runs and matches Scorer ({BATCH[0]}–{BATCH[1]} "
-                                    f"sequences, {TOKENS[0]}–{TOKENS[1]} tokens, prompts of {PROMPT[0]}–"
-                                    f"{PROMPT[1]})", False, detail,
-                                    "each axis the app varies needs a Dim whose range holds what it sends"))
-            return verdicts
-    verdicts.append(Verdict("every size the app sends runs and matches Scorer", True,
-                            f"{len(_scorer_probes())} probes match eager"))
+    probes = [Probe(label, flat.model.flatten_inputs(*scorer_inputs(b, t, p, seed=b * 100 + t + p)))
+              for label, (b, t, p) in _scorer_probes()]
+    verdicts.append(parity(flat.model, art, probes, criterion=(
+        f"every size the app sends runs and matches Scorer ({BATCH[0]}–{BATCH[1]} sequences, {TOKENS[0]}–"
+        f"{TOKENS[1]} tokens, prompts of {PROMPT[0]}–{PROMPT[1]})"), hint=(
+        "each axis the app varies needs a Dim whose range holds what it sends")))
+    if not verdicts[-1].passed:
+        return verdicts
     planned = dict(zip(flat.names, art.runtime_input_shapes()))
     want = {"batch_tokens": (BATCH[1], TOKENS[1], FEATURES), "batch_mask": (BATCH[1], TOKENS[1], 1),
             "prompt": (BATCH[1], PROMPT[1], FEATURES)}

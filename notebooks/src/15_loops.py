@@ -102,7 +102,7 @@ questions.ask("15.while_loop")
 # %%
 d_loop = loops.while_loop_diagnosis()
 print("\n".join(line.strip() for line in d_loop.exported.graph_module.code.splitlines() if "while_loop(" in line))
-print(d_loop.stage, "·", loops.error_line(d_loop.message, "Unsupported"))
+print(d_loop.stage, "·", loops.line_with(d_loop.message, "Unsupported"))
 
 # %% [markdown]
 # Export recorded `while_loop`; lowering failed when the emitter wrote the program. Its dispatch, from the installed
@@ -177,10 +177,7 @@ for kind, detail in scanned.instructions()[-5:]:
 # (lesson 13).
 
 # %%
-show_source(loops.HalveOnce)
-
-# %%
-show_source(loops.app_loop)
+show_source(loops.HalveOnce, loops.app_loop)
 
 # %%
 step = helpers.lower(loops.HalveOnce(), (loops.frame(1000.0),))
