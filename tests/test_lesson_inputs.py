@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 from torch.export import Dim
 
 import helpers
-from helpers import course, exercises
+from helpers import course, exercises, questions
 
 INPUTS = course.lesson(16)
 
@@ -71,3 +73,70 @@ def test_other_correct_specs_pass_the_exercise():
     ):
         grade = exercise.check(answer)
         assert grade.passed, grade.report()
+
+
+def test_inferred_dims_have_no_max_so_the_pte_refuses_the_recorded_batches_that_verify_accepted():
+    recorded = INPUTS.recorded_inputs()
+    example = (INPUTS.loader_batch(),)
+    spec = recorded.dynamic_shapes(INPUTS.Denoise(), example)
+    assert spec == {"batch": {"noise": (Dim.DYNAMIC, None), "signal": (Dim.DYNAMIC, None)}}
+    recorded.verify(torch.export.export(INPUTS.Denoise(), example, dynamic_shapes=recorded))  # raises if not
+    program, flat = INPUTS.inferred_program()
+    assert program.runtime_input_shapes() == [(2, 8), (2, 8)]  # planned at the example's 2 rows
+    for rows in INPUTS.RECORDED_ROWS:
+        batch = INPUTS.loader_batch(seed=rows, rows=rows)
+        with pytest.raises(helpers.RuntimeRejectedError, match="maximum capacity of 16 elements"):
+            program.run_raw(batch["noise"], batch["signal"])
+    for rows in (1, 2):  # up to the example's size the plan holds (1 row too: the runtime does not check a min)
+        batch = INPUTS.loader_batch(seed=rows, rows=rows)
+        (out,) = program.run_raw(batch["noise"], batch["signal"])
+        with torch.no_grad():
+            assert torch.allclose(out, INPUTS.Denoise()(batch), atol=1e-5), rows
+    assert questions.get("16.recorded_batches").outcome().actual == "refuses it"
+
+
+def test_a_saved_export_loads_in_a_process_without_the_model_class_and_keeps_its_contract(tmp_path):
+    import subprocess
+    import sys
+
+    rows = Dim("rows", min=1, max=8)
+    batch = INPUTS.loader_batch()
+    exported = torch.export.export(INPUTS.Denoise(), (batch,),
+                                   dynamic_shapes={"batch": {"noise": {0: rows}, "signal": {0: rows}}})
+    loaded = INPUTS.save_and_load(exported)
+    assert [str(r) for r in loaded.range_constraints.values()] == ["VR[1, 8]"]
+    assert loaded.call_spec.in_spec == exported.call_spec.in_spec
+    torch.export.save(exported, tmp_path / "denoise.pt2")
+    three = INPUTS.loader_batch(seed=9, rows=3)
+    torch.save(three, tmp_path / "three.pt")
+    code = ("import sys, torch\n"
+            "ep = torch.export.load('denoise.pt2')\n"
+            "out = ep.module()(torch.load('three.pt'))\n"
+            "torch.save(out, 'out.pt')\n"
+            "assert not [m for m in sys.modules if m.startswith('helpers')], 'helpers was imported'\n")
+    done = subprocess.run([sys.executable, "-I", "-c", code], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    with torch.no_grad():
+        assert torch.allclose(torch.load(tmp_path / "out.pt"), INPUTS.Denoise()(three), atol=1e-6)
+
+
+@dataclasses.dataclass
+class _NamedFrames:
+    signal: torch.Tensor
+    noise: torch.Tensor
+
+
+def test_a_dataclass_input_saves_only_when_registered_with_a_name():
+    from torch.utils._pytree import SUPPORTED_NODES
+
+    INPUTS.register_frames()
+    frames = INPUTS.Frames(torch.randn(2, 8), torch.randn(2, 8))
+    with pytest.raises(NotImplementedError, match="No registered serialization name for .*Frames"):
+        INPUTS.save_and_load(torch.export.export(INPUTS.DataclassDenoise(), (frames,)))
+    if _NamedFrames not in SUPPORTED_NODES:
+        torch.export.register_dataclass(_NamedFrames, serialized_type_name="exportlab_tests.NamedFrames")
+    named = _NamedFrames(frames.signal, frames.noise)
+    loaded = INPUTS.save_and_load(torch.export.export(INPUTS.DataclassDenoise(), (named,)))
+    with torch.no_grad():
+        assert torch.allclose(loaded.module()(named), INPUTS.DataclassDenoise()(frames))

@@ -107,6 +107,7 @@ GIVEAWAY = {
     "match": r"\bmatch(es|ed)?\b|\bthe same (answer|result|output)|\bidentical|\bagree",
     "diverge": r"\bdiverg|\bdiffer|\bwrong|\bsilently|\bnot what",
     "rejected": r"\breject|\brefus", "rejects it": r"\breject|\brefus",
+    "refuses it": r"\breject|\brefus|\bdo(es)? not fit",
     "runs it": r"\bruns? (it|them)\b|\baccept|\bunnoticed",
     "pass": r"\bpass", "fail": r"\bfail|\bships?\b",
     "ok": r"\bno error|\bexports? (fine|cleanly|without)|\bok\b",

@@ -55,6 +55,7 @@ EXPECTED = {
     "15.scan_size": "the same size",
     "15.while_loop": "lowering fails",
     "16.key_order": "returns a wrong answer, silently",
+    "16.recorded_batches": "refuses it",
 }
 # words the explanation must contain: the reveal explains with the pipeline's own evidence
 EVIDENCE = {
@@ -70,6 +71,7 @@ EVIDENCE = {
     "15.past_the_cap": "its peak is 3.91, still above 1",
     "15.while_loop": "Unsupported control flow operator: while_loop",
     "16.key_order": "batch_noise, batch_signal",
+    "16.recorded_batches": "maximum capacity of 16 elements to 40 elements",
 }
 
 ROOT = Path(__file__).resolve().parent.parent

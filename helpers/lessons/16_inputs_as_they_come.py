@@ -11,7 +11,7 @@ import torch
 from torch import nn
 from torch.export import Dim
 
-from helpers.artifact import PteArtifact
+from helpers.artifact import PteArtifact, RuntimeRejectedError
 from helpers.doctor.spec import FlatSpec, SpecError, flatten_spec
 from helpers.exercises.grading import Exercise, Verdict, base_context, lowered, parity
 from helpers.interview import Card
@@ -46,9 +46,10 @@ class Denoise(nn.Module):
         return self.proj(clean)
 
 
-def loader_batch(seed: int = 0) -> dict[str, torch.Tensor]:
-    """One batch as the training code's data loader gives it: a dict whose keys are in alphabetical order."""
-    signal, noise = _values((2, SAMPLES), seed), _values((2, SAMPLES), seed + 100) * 0.1
+def loader_batch(seed: int = 0, rows: int = 2) -> dict[str, torch.Tensor]:
+    """One batch of ``rows`` frames as the training code's data loader gives it: a dict whose keys are in
+    alphabetical order."""
+    signal, noise = _values((rows, SAMPLES), seed), _values((rows, SAMPLES), seed + 100) * 0.1
     return dict(sorted({"signal": signal, "noise": noise}.items()))
 
 
@@ -128,6 +129,36 @@ def register_frames() -> None:
         torch.export.register_dataclass(Frames)
 
 
+RECORDED_ROWS = (5, 3)  # the app's traffic recorded on test phones: batches of these many frames
+
+
+def recorded_inputs() -> torch.export.AdditionalInputs:
+    """The app's recorded batches (:data:`RECORDED_ROWS` frames) as ``torch.export.AdditionalInputs``: export
+    infers which axes vary from them and the example."""
+    recorded = torch.export.AdditionalInputs()
+    for i, rows in enumerate(RECORDED_ROWS):
+        recorded.add((loader_batch(seed=20 + i, rows=rows),))
+    return recorded
+
+
+def inferred_program() -> tuple[PteArtifact, FlatSpec]:
+    """Denoise exported with the 2-row example and the ``dynamic_shapes`` that :func:`recorded_inputs` infers,
+    lowered for XNNPACK."""
+    example = (loader_batch(),)
+    return lower_structured(Denoise(), example, dynamic_shapes=recorded_inputs().dynamic_shapes(Denoise(), example))
+
+
+def save_and_load(exported: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
+    """``torch.export.save`` to a ``.pt2`` file in a temporary folder, then ``torch.export.load`` it."""
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "model.pt2"
+        torch.export.save(exported, path)
+        return torch.export.load(path)
+
+
 # ----- predictions --------------------------------------------------------------------------------
 def _key_order() -> Reveal:
     art, flat = denoise_program()
@@ -153,6 +184,27 @@ def _key_order() -> Reveal:
         f"the program's inputs are {', '.join(flat.names)}, in the example dict's key order; the app sent signal "
         f"first, so the program computed noise - signal: max |Δ| {diff:.2f} from eager, and no error."), why_not={
         option: text for option, text in why_not.items() if option != actual})
+
+
+def _recorded_batches() -> Reveal:
+    program, flat = inferred_program()
+    batch = loader_batch(seed=20, rows=RECORDED_ROWS[0])  # the first recorded batch, as it was added
+    with torch.no_grad():
+        eager = Denoise()(batch)
+    planned = program.runtime_input_shapes()[0] or ()  # the first input's planned (largest) shape
+    try:
+        (out,) = program.run_raw(*(batch[name.removeprefix("batch_")] for name in flat.names))
+    except RuntimeRejectedError as exc:
+        return Reveal("refuses it", (
+            f"the runtime refused the {RECORDED_ROWS[0]}-row batch: {exc.reason} The inferred axis is Dim.DYNAMIC, "
+            f"which has no max; ExecuTorch planned that axis at the example's size: {planned} per input."), why_not={
+            "matches eager": "nothing came back: the runtime refused the inputs before running.",
+            "returns a wrong answer, silently": "nothing came back: the refusal is loud."})
+    diff = float((out - eager).abs().max())
+    actual = "matches eager" if diff < 1e-4 else "returns a wrong answer, silently"
+    return Reveal(actual, f"it ran: max |Δ| from eager {diff:.1e}; planned input shape {planned}.", why_not={
+        option: "it ran without an error." if option == "refuses it" else f"max |Δ| from eager was {diff:.1e}."
+        for option in ("refuses it", "matches eager", "returns a wrong answer, silently") if option != actual})
 
 
 # ----- exercise -----------------------------------------------------------------------------------
@@ -243,6 +295,12 @@ QUESTIONS = [
              "Denoise was exported with the data loader's batch as the example. The app sends the two tensors in "
              "the order forward() reads them: signal, then noise. The .pte…",
              ("refuses them", "returns a wrong answer, silently", "matches eager"), _key_order),
+    Question("16.recorded_batches", LESSON,
+             f"Denoise is exported with the 2-row example and dynamic_shapes=AdditionalInputs holding the app's "
+             f"recorded batches of {' and '.join(map(str, RECORDED_ROWS))} rows; verify() accepts every one. "
+             f"Lowered for XNNPACK, the .pte is given the recorded {RECORDED_ROWS[0]}-row batch, in its input "
+             "order. It…",
+             ("matches eager", "refuses it", "returns a wrong answer, silently"), _recorded_batches),
 ]
 
 
@@ -278,6 +336,13 @@ CARDS = [
                 "fix at the boundary: positional wrapper, names published, the app's call tested",
                 "dynamic_shapes mirrors the inputs; shared quantities share a Dim"),
         follow_ups=(
+            ("You let torch.export.AdditionalInputs infer dynamic_shapes from recorded traffic, and its verify() "
+             "accepts every recorded input. Can the .pte still refuse that traffic?",
+             "Yes. AdditionalInputs marks each axis whose size varies as Dim.DYNAMIC, which has no max, and verify() "
+             "checks the exported program on the host, where an unbounded size fits anything. ExecuTorch has to "
+             "plan memory, and it plans an axis without a max at the example's size: a recorded batch larger than "
+             "the example is refused at set_inputs. Use what it inferred to see which axes vary, then write named "
+             "Dims with the app's min and max."),
             ("The program records the input structure. Why does the app still get it wrong?",
              "ExecuTorch writes export's input spec into the program (the execution plan's container metadata), "
              "but the runtime does not use it: execute() takes a flat list of values. An app in C++ or Kotlin "

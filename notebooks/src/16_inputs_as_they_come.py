@@ -5,7 +5,9 @@
 # - what the device receives when `forward()` takes a dict, keyword arguments or a dataclass: a flat list of
 #   tensors, in the order export flattened them;
 # - what happens when the app builds that list in another order, and how to make the order impossible to miss;
-# - how to write `dynamic_shapes` for nested inputs: it mirrors the inputs' structure.
+# - how to write `dynamic_shapes` for nested inputs: it mirrors the inputs' structure;
+# - what `torch.export.AdditionalInputs` infers from recorded inputs, and what it leaves out that the device needs;
+# - what a saved export (`torch.export.save`, `.pt2`) carries to the person who lowers it.
 #
 # **Terms**: everything from the table in [lesson 00](00_start_here.ipynb), and:
 #
@@ -158,6 +160,84 @@ except torch._dynamo.exc.UserError as exc:  # what torch.export raises for a wro
     print(str(exc).splitlines()[0])
 
 # %% [markdown]
+# ## 4. Letting torch infer the spec from recorded inputs
+#
+# For a deep structure, writing every `Dim` is work, and the person exporting may not know which axes vary. torch can
+# infer it: `torch.export.AdditionalInputs` holds more real inputs, and an axis whose size differs between them and
+# the example becomes dynamic (`Dim.DYNAMIC`, defined in [lesson 07](07_dynamic_dims.ipynb)); the rest stay static.
+# The app's traffic, recorded on test phones, has batches of 5 and 3 frames:
+
+# %%
+recorded = inputs.recorded_inputs()
+inferred = recorded.dynamic_shapes(inputs.Denoise(), (batch,))
+print(inferred)  # per tensor, axis 0 then axis 1; None: static
+
+# %%
+exported = torch.export.export(inputs.Denoise(), (batch,), dynamic_shapes=recorded)
+recorded.verify(exported)  # raises if the exported program does not accept one of the recorded batches
+print("verify(): the exported program accepts every recorded batch")
+print("the rows axis's range:", *exported.range_constraints.values())  # int_oo: torch's infinity
+
+# %% [markdown]
+# The exporter lowers that program for XNNPACK and the app sends it the first recorded batch. Predict:
+
+# %%
+questions.ask("16.recorded_batches")
+
+# %%
+inferred_pte, inferred_flat = inputs.inferred_program()
+five_rows = inputs.loader_batch(seed=20, rows=5)  # the first recorded batch
+try:
+    inferred_pte.run_raw(five_rows["noise"], five_rows["signal"])
+except helpers.RuntimeRejectedError as exc:
+    print("the runtime:", exc.reason)
+print("planned input shapes:", inferred_pte.runtime_input_shapes())
+
+# %% [markdown]
+# `verify()` checks the *exported* program, on the host, where the range [2, ∞) holds every recorded batch. The
+# `.pte` also has a memory plan, and `Dim.DYNAMIC` gives no max, so ExecuTorch planned the axis at the example's 2
+# rows ([lesson 07](07_dynamic_dims.ipynb)): the recorded batches themselves do not fit. Use what `AdditionalInputs`
+# found (which axes vary) and write the bounds from the app's contract, 1 to 8 frames per batch: that is §3's
+# program.
+
+# %%
+for rows in (*inputs.RECORDED_ROWS, 8):
+    check = inputs.loader_batch(seed=20 + rows, rows=rows)
+    (out,) = dynamic.run_raw(check["noise"], check["signal"])
+    with torch.no_grad():
+        print(f"{rows} rows, §3's program: max |.pte - eager| = {(out - inputs.Denoise()(check)).abs().max():.1e}")
+
+# %% [markdown]
+# ## 5. Saving the export for someone else to lower
+#
+# Often one job exports (next to the training code) and another lowers and ships. `torch.export.save` writes the
+# exported program to a `.pt2` file and `torch.export.load` reads it back as a graph: the loading process needs no
+# `Denoise` class. What the deployment side gets, compared with what was saved:
+
+# %%
+bounded = torch.export.export(inputs.Denoise(), (batch,), dynamic_shapes=spec)
+loaded = inputs.save_and_load(bounded)
+print("the rows axis's range:", *loaded.range_constraints.values())
+print("same graph:", loaded.graph_module.code == bounded.graph_module.code,
+      "· same input structure:", loaded.call_spec.in_spec == bounded.call_spec.in_spec)
+with torch.no_grad():
+    print(f"the loaded program, given the dict: max |Δ| from eager {(loaded.module()(batch) - eager).abs().max():.1e}")
+
+# %% [markdown]
+# The range and the dict's structure travel in the file. A dataclass input needs one more thing: the file names the
+# class, and `register_dataclass` without a name leaves it none to write:
+
+# %%
+try:
+    inputs.save_and_load(torch.export.export(inputs.DataclassDenoise(), (inputs.Frames(signal, noise),)))
+except NotImplementedError as exc:
+    print(str(exc).split(" Please")[0])
+
+# %% [markdown]
+# Registered with a name before exporting (`torch.export.register_dataclass(Frames,
+# serialized_type_name="mylib.Frames")`), it saves.
+
+# %% [markdown]
 # ## ✏️ Exercise 16.nested_spec
 #
 # `Scorer` takes a dict and a keyword argument. The app sends **1 to 4 sequences** per call, of **2 to 64 tokens**,
@@ -189,6 +269,10 @@ grade = exercises.check("16.nested_spec", answer)
 #   and give a wrong answer, silently. Make the order visible at the boundary (a positional wrapper) and test the
 #   app's own call.
 # - `dynamic_shapes` mirrors the inputs: argument names, then keys; axes that hold the same quantity share a `Dim`.
+# - `AdditionalInputs` tells you which axes vary, not how far: its `Dim.DYNAMIC` has no max, so the `.pte` is planned
+#   at the example's size and refuses larger inputs, even the recorded ones `verify()` accepted. Write the max.
+# - A `.pt2` carries the graph, the ranges and the input structure; a dataclass input saves only when registered with
+#   a `serialized_type_name`.
 #
 # ## Interview question
 #
@@ -209,4 +293,9 @@ assert inputs.export_input_names(inputs.KeywordDenoise(), (), {"noise": noise, "
 assert inputs.export_input_names(inputs.DataclassDenoise(), (inputs.Frames(signal, noise),)) == ["frames_signal",
                                                                                                    "frames_noise"]
 assert exercises.get("16.nested_spec").check(exercises.solution("16.nested_spec")).passed
-print("checked: the input order, the silent swap, the wrapper, keyword and dataclass orders, the exercise's solution")
+assert inferred == {"batch": {"noise": (Dim.DYNAMIC, None), "signal": (Dim.DYNAMIC, None)}}
+assert inferred_pte.runtime_input_shapes() == [(2, 8), (2, 8)] and questions.get("16.recorded_batches").outcome(
+).actual == "refuses it"
+assert loaded.call_spec.in_spec == bounded.call_spec.in_spec and str(*loaded.range_constraints.values()) == "VR[1, 8]"
+print("checked: the input order, the silent swap, the wrapper, keyword and dataclass orders, the inferred spec and "
+      "its plan, the saved export, the exercise's solution")
