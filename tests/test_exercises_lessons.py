@@ -599,6 +599,70 @@ answer = {"batch": {"tokens": {0: batch, 1: length}, "mask": {0: batch, 1: lengt
 answer = Dim("tokens", min=2, max=64)
 """, ('the answer is a',)),
     ],
+    "17.keep_state": [
+        WrongAnswer("a buffer whose update is computed and never written back", """
+class NoWrite(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("mean", torch.zeros(SAMPLES))
+
+    def forward(self, x):
+        new = 0.8 * self.mean + 0.2 * x.mean(dim=0)
+        return x - new
+answer = NoWrite()
+""", ("call 2", "RunningDenoise")),
+        WrongAnswer("the buffer reset at the start of every call", """
+class Reset(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("mean", torch.zeros(SAMPLES))
+
+    def forward(self, x):
+        self.mean.zero_()
+        self.mean.copy_(0.8 * self.mean + 0.2 * x.mean(dim=0))
+        return x - self.mean
+answer = Reset()
+""", ("call 2",)),
+        WrongAnswer("the mean as a second input (the app calls forward(frame))", """
+class TwoInputs(nn.Module):
+    def forward(self, x, mean):
+        return x - (0.8 * mean + 0.2 * x.mean(dim=0))
+answer = TwoInputs()
+""", ("export failed",)),
+        WrongAnswer("right shape, wrong content: another decay", """
+class OtherDecay(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("mean", torch.zeros(SAMPLES))
+
+    def forward(self, x):
+        self.mean.copy_(0.9 * self.mean + 0.1 * x.mean(dim=0))
+        return x - self.mean
+answer = OtherDecay()
+""", ("call 1",)),
+        WrongAnswer("fitted to the lesson's stream (one frame repeated): a call counter, mean = (1 - 0.8**k) x", """
+class Fitted(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("calls", torch.zeros(()))
+
+    def forward(self, x):
+        self.calls.add_(1)
+        return x - (1 - 0.8 ** self.calls) * x.mean(dim=0)
+answer = Fitted()
+""", ("call 2",)),
+        WrongAnswer("zeros", """
+class Zeros(nn.Module):
+    def forward(self, x):
+        return torch.zeros_like(x)
+answer = Zeros()
+""", ("call 1",)),
+        WrongAnswer("the class instead of an instance", """
+class Later(RunningDenoise):
+    pass
+answer = Later
+""", ("not an nn.Module instance",)),
+    ],
 }
 
 TRACK = [e for item in course.lessons() for e in getattr(item.module, "EXERCISES", ())]

@@ -56,6 +56,9 @@ EXPECTED = {
     "15.while_loop": "lowering fails",
     "16.key_order": "returns a wrong answer, silently",
     "16.recorded_batches": "refuses it",
+    "17.train_mode": "differ from call to call",
+    "17.running_mean": "repeat the first call's output",
+    "17.numpy_default": "fails",
 }
 # words the explanation must contain: the reveal explains with the pipeline's own evidence
 EVIDENCE = {
@@ -72,6 +75,8 @@ EVIDENCE = {
     "15.while_loop": "Unsupported control flow operator: while_loop",
     "16.key_order": "batch_noise, batch_signal",
     "16.recorded_batches": "maximum capacity of 16 elements to 40 elements",
+    "17.numpy_default": ".numpy() is not supported for tensor subclasses",
+    "17.running_mean": "the third output differs from eager by",
 }
 
 ROOT = Path(__file__).resolve().parent.parent
