@@ -31,7 +31,8 @@ def p95(ordered: list[float]) -> float:
 
 def main() -> None:
     env = {**os.environ, "EXPORTLAB_CACHE_DIR": os.environ.get("EXPORTLAB_CACHE_DIR", str(ROOT / ".cache" / "exportlab")),
-           "EXPORTLAB_BROWSER_INTERACTIONS": "14"}  # the suite times 8 per lesson; the benchmark more
+           "EXPORTLAB_BROWSER_INTERACTIONS": "14",  # the suite times 8 per lesson; the benchmark more
+           "EXPORTLAB_BROWSER_ALL_LESSONS": "1"}  # and every widget lesson, where the suite uses some (learner.py)
     started = time.time()
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "tests/browser"], cwd=ROOT, env=env)
     if done.returncode:

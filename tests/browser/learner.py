@@ -1,7 +1,7 @@
 """A learner in the browser: open a widget lesson in JupyterLab (headless Chromium), run it, use it.
 
 :func:`use_lesson_like_a_learner` is the body of the browser tests (``test_lessons_in_browser_*_half.py``,
-every other lesson in each, so that `make test`'s two workers each take one half). For a notebook that displays
+every other lesson of :func:`browser_lessons` in each, so that `make test`'s two workers each take one half). For a notebook that displays
 widgets: Run All, then move sliders, click toggle buttons, pick dropdown values, tick boxes and
 press Reveal, and check that the verdict rendered in the page changes to what the real runtime
 says. Fails on "Error displaying widget", on widget-manager console errors and on tracebacks.
@@ -32,14 +32,39 @@ WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 INTERACTIONS_PER_LESSON = int(os.environ.get("EXPORTLAB_BROWSER_INTERACTIONS", "8"))
 
 
+# The widgets every lesson shares: a prediction, an exercise's check, an interview card (the same code everywhere).
+GENERIC_WIDGET_CELL = re.compile(r"\b(questions\.ask|interview\.ask|exercises\.check)\(")
+
+
+def _widget_cells(name: str) -> list[str]:
+    """The sources of the cells of lesson ``name`` whose stored outputs include a widget."""
+    nb = json.loads((ROOT / "notebooks" / name).read_text())
+    return ["".join(cell["source"]) for cell in nb["cells"]
+            if any(WIDGET_MIME in out.get("data", {}) for out in cell.get("outputs", []))]
+
+
 def widget_notebooks() -> list[str]:
     """The lessons whose stored outputs include a widget, in lesson order."""
-    names = []
-    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
-        nb = json.loads(path.read_text())
-        if any(WIDGET_MIME in out.get("data", {}) for cell in nb["cells"] for out in cell.get("outputs", [])):
-            names.append(path.name)
-    return names
+    return [path.name for path in sorted((ROOT / "notebooks").glob("*.ipynb")) if _widget_cells(path.name)]
+
+
+def generic_only(name: str) -> bool:
+    """Every widget lesson ``name`` shows is a generic one (a prediction, an exercise's check, a card)."""
+    return all(GENERIC_WIDGET_CELL.search(source) for source in _widget_cells(name))
+
+
+def browser_lessons() -> list[str]:
+    """The lessons `make test` uses in the browser: every one with a widget of its own (an explorer, the doctor,
+    the mock interview), and the newest of those whose widgets are all generic. The generic widgets are the same
+    code in every lesson; every lesson's predictions and cards render together on one page
+    (``test_every_prediction_and_card_renders_on_one_page``), and every exercise's solution is checked against the
+    names its lesson defines (``tests/test_exercise_namespaces.py``). The benchmark sets
+    ``EXPORTLAB_BROWSER_ALL_LESSONS=1`` to use every widget lesson."""
+    every = widget_notebooks()
+    if os.environ.get("EXPORTLAB_BROWSER_ALL_LESSONS") == "1":
+        return every
+    generic = [name for name in every if generic_only(name)]
+    return [name for name in every if name not in generic or name == generic[-1]]
 
 
 def shutdown_kernels(server, wait: bool = True) -> None:
@@ -337,3 +362,42 @@ def mock_interview_summary(lesson: LessonPage) -> None:
 SPECIFIC = {"00_start_here.ipynb": start_here, "06_static_shapes.ipynb": camera_picker,
             "09_normalize_or_bucket.ipynb": bucket_slider, "12_mock_interview.ipynb": mock_interview}
 AFTER_EXERCISES = {"12_mock_interview.ipynb": mock_interview_summary}
+
+
+# ----- the generic widgets of every lesson, on one page -----------------------------------------------
+ONE_PAGE = "every_prediction_and_card.ipynb"
+
+
+def every_prediction_and_card_on_one_page(lab_server, page) -> None:
+    """Every lesson's predictions and interview cards, asked on one page in a fresh kernel (no lesson runs): each
+    renders, shows no answer before the learner acts, and no option's label is cut short. (A prediction's Reveal
+    runs its pipeline: tests/test_questions.py checks every one, and the browser lessons click theirs.)"""
+    from helpers import interview, questions
+
+    question_ids = [q.id for q in questions.catalog()]
+    card_ids = [c.id for c in interview.cards()]
+    sources = ["from helpers import interview, questions"]
+    sources += [f'questions.ask("{i}")' for i in question_ids] + [f'interview.ask("{i}")' for i in card_ids]
+    notebook = {"cells": [{"cell_type": "code", "execution_count": None, "id": f"c{n}", "metadata": {},
+                           "outputs": [], "source": source} for n, source in enumerate(sources)],
+                "metadata": json.loads((ROOT / "notebooks" / "00_start_here.ipynb").read_text())["metadata"],
+                "nbformat": 4, "nbformat_minor": 5}
+    (lab_server.root / "notebooks" / ONE_PAGE).write_text(json.dumps(notebook))
+    lesson = None
+    try:
+        lesson = LessonPage(page, lab_server, ONE_PAGE)
+        lesson.run_all(polling_ms=200)
+        assert not lesson.cell_errors(), f"a cell raised: {lesson.cell_errors()[:1]}"
+        assert lesson.panel.locator(".exportlab-reveal").count() == len(question_ids)
+        assert lesson.panel.locator(".exportlab-interview").count() == len(card_ids)
+        assert_nothing_revealed(lesson, ONE_PAGE)
+        assert not lesson.cut_button_labels(), f"labels cut short: {lesson.cut_button_labels()}"
+        assert not lesson.widget_errors(), f"widget errors: {lesson.widget_errors()[:3]}"
+    finally:
+        try:
+            if lesson is None:
+                raise RuntimeError("the page did not open")
+            lesson.close()
+        except Exception:  # noqa: BLE001 - whatever went wrong, the next test must not inherit this page
+            page.close()
+        shutdown_kernels(lab_server, wait=False)

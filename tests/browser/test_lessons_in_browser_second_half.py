@@ -1,13 +1,18 @@
-"""The other half of the lessons with a widget (the 2nd, 4th, …) in the browser (see the first half's file)."""
+"""The other half of the lessons used in the browser (the 2nd, 4th, … of ``browser_lessons()``; see the first half's
+file), and every lesson's predictions and interview cards on one page."""
 
 from __future__ import annotations
 
 import pytest
 
-from .learner import use_lesson_like_a_learner, widget_notebooks
+from .learner import browser_lessons, every_prediction_and_card_on_one_page, use_lesson_like_a_learner
 
 
-@pytest.mark.parametrize("name", widget_notebooks()[1::2])
+@pytest.mark.parametrize("name", browser_lessons()[1::2])
 def test_widget_lesson_in_the_browser(lab_server, lab_page, name):
     use_lesson_like_a_learner(lab_server, lab_page, name)
+
+
+def test_every_prediction_and_card_renders_on_one_page(lab_server, lab_page):
+    every_prediction_and_card_on_one_page(lab_server, lab_page)
 
