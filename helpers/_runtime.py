@@ -16,7 +16,7 @@ from typing import Any
 
 from ._quiet import captured_output
 
-__all__ = ["compiled_runtime", "load_program", "LoadedProgram", "registered_backends"]
+__all__ = ["compiled_runtime", "load_program", "LoadedProgram", "registered_backends", "registered_operators"]
 
 _MODULE: Any = None
 
@@ -71,3 +71,8 @@ def runtime_threads() -> int:
 def registered_backends() -> list[str]:
     """The delegates compiled into this runtime (e.g. ``XnnpackBackend``)."""
     return list(compiled_runtime()._get_registered_backend_names())
+
+
+def registered_operators() -> list[str]:
+    """The operators this runtime has kernels for, as a program names them (``aten::add.out``), sorted."""
+    return sorted(compiled_runtime()._get_operator_names())

@@ -47,6 +47,16 @@ def input_dynamism(pte: bytes) -> dict[str, list[str]]:
             for plan in program.execution_plan}
 
 
+def program_operators(pte: bytes) -> dict[str, list[str]]:
+    """Per method, the operators its instructions call by name (``aten::sort.values``): what ``load_method`` looks
+    up in the runtime's kernel registry. Delegated work is not listed (it is the delegate's)."""
+    methods = {}
+    for plan in _deserialize(pte).execution_plan:
+        names = [f"{o.name}.{o.overload}" if o.overload else o.name for o in plan.operators]
+        methods[plan.name] = sorted(set(names))
+    return methods
+
+
 def _deserialize(pte: bytes) -> Any:
     """The program's flatbuffer as the ahead-of-time compiler reads it (imported quietly: a run that only loads
     cached programs does not otherwise import it)."""

@@ -663,6 +663,51 @@ class Later(RunningDenoise):
 answer = Later
 """, ("not an nn.Module instance",)),
     ],
+    "18.median_loads": [
+        WrongAnswer("torch.sort kept (the starter: it builds and does not load)", """
+class Sorted(MedianFilter):
+    def forward(self, windows):
+        return torch.sort(windows, dim=-1).values[..., WINDOW // 2]
+answer = Sorted()
+""", ("load failed", "aten::sort.values")),
+        WrongAnswer("torch.quantile (sorts inside: builds, does not load)", """
+class Quantile(MedianFilter):
+    def forward(self, windows):
+        return torch.quantile(windows, 0.5, dim=-1)
+answer = Quantile()
+""", ("load failed", "aten::sort.values")),
+        WrongAnswer("torch.median (not a core ATen operator: lowering fails)", """
+class TorchMedian(MedianFilter):
+    def forward(self, windows):
+        return torch.median(windows, dim=-1).values
+answer = TorchMedian()
+""", ("failed",)),
+        WrongAnswer("topk one short (the edge: the 4th largest of 9)", """
+class OneShort(MedianFilter):
+    def forward(self, windows):
+        return torch.topk(windows, k=WINDOW // 2, dim=-1).values[..., -1]
+answer = OneShort()
+""", ("spiky sensor windows", "MedianFilter")),
+        WrongAnswer("right shape, wrong content: the mean", """
+class Mean(MedianFilter):
+    def forward(self, windows):
+        return windows.mean(dim=-1)
+answer = Mean()
+""", ("spiky sensor windows",)),
+        WrongAnswer("the middle sample (right only when the window is already in order)", """
+class Middle(MedianFilter):
+    def forward(self, windows):
+        return windows[..., WINDOW // 2]
+answer = Middle()
+""", ("spiky sensor windows",)),
+        WrongAnswer("zeros", """
+class Zeros(MedianFilter):
+    def forward(self, windows):
+        return torch.zeros(windows.shape[0])
+answer = Zeros()
+""", ("spiky sensor windows",)),
+        WrongAnswer("the class instead of an instance", "answer = MedianFilter", ("not an nn.Module instance",)),
+    ],
 }
 
 TRACK = [e for item in course.lessons() for e in getattr(item.module, "EXERCISES", ())]

@@ -59,6 +59,7 @@ EXPECTED = {
     "17.train_mode": "differ from call to call",
     "17.running_mean": "repeat the first call's output",
     "17.numpy_default": "fails",
+    "18.sort_loads": "fails to load its method",
 }
 # words the explanation must contain: the reveal explains with the pipeline's own evidence
 EVIDENCE = {
@@ -77,6 +78,7 @@ EVIDENCE = {
     "16.recorded_batches": "maximum capacity of 16 elements to 40 elements",
     "17.numpy_default": ".numpy() is not supported for tensor subclasses",
     "17.running_mean": "the third output differs from eager by",
+    "18.sort_loads": "kernel 'aten::sort.values' not found",
 }
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,0 +1,191 @@
+"""Lesson 18 · it built: does it load? A ``.pte`` names its operators and the runtime looks their kernels up when a
+method loads, so a program can build and then fail ``load_method`` (``OperatorMissing``, 0x14). Its prediction, its
+exercise (``18.median_loads``) and its interview card."""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from helpers._quiet import captured_output, runtime_log_lines
+from helpers._runtime import registered_operators
+from helpers.exercises.grading import Exercise, Verdict, as_model, base_context, lowered, parity
+from helpers.interview import Card
+from helpers.parity import Probe
+from helpers.questions import Question, Reveal
+from helpers.serialized import program_operators
+
+LESSON = "18_does_it_load"
+WINDOW = 9  # samples per window
+ROWS = 4  # windows per call (the program's static shape)
+
+
+class MedianFilter(nn.Module):
+    """Removes spikes from a sensor stream: each window of samples becomes its median."""
+
+    def forward(self, windows: torch.Tensor) -> torch.Tensor:  # (rows, WINDOW) → (rows,)
+        ordered = torch.sort(windows, dim=-1).values
+        return ordered[..., WINDOW // 2]
+
+
+def windows(seed: int, rows: int = ROWS) -> torch.Tensor:
+    """``rows`` windows of :data:`WINDOW` samples: noise around a level, with one spike each."""
+    g = torch.Generator().manual_seed(seed)
+    level = torch.randn(rows, 1, generator=g)
+    x = level + 0.1 * torch.randn(rows, WINDOW, generator=g)
+    spike_at = torch.randint(0, WINDOW, (rows,), generator=g)
+    x[torch.arange(rows), spike_at] += 10.0
+    return x
+
+
+def build_like_ci(model: nn.Module, example: tuple[Any, ...], folder: Path) -> Path:
+    """What a CI job that builds the app's model does: export, lower for XNNPACK, ``to_executorch``, write the
+    file. Nothing loads it."""
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.exir import to_edge_transform_and_lower
+
+    with torch.no_grad():
+        exported = torch.export.export(model, example)
+    program = to_edge_transform_and_lower(exported, partitioner=[XnnpackPartitioner()]).to_executorch()
+    path = folder / "model.pte"
+    path.write_bytes(program.buffer)
+    return path
+
+
+def load_and_run(path: Path, example: tuple[Any, ...]) -> tuple[str, list[str]]:
+    """What the app does, with ExecuTorch's public Python runtime: load the program, load ``forward``, execute.
+    Returns ``"ran"`` or the exception's text, and the runtime's log sentences."""
+    from executorch.runtime import Runtime
+
+    with captured_output() as log:
+        try:
+            program = Runtime.get().load_program(path)
+            program.load_method("forward").execute(list(example))
+            said = "ran"
+        except Exception as exc:  # noqa: BLE001 - the runtime's refusal is what the lesson shows
+            said = f"{type(exc).__name__}: {exc}"
+    # the log lists each argument's dtype and dim order over several lines: keep the sentences
+    lines = [line for line in runtime_log_lines(log.getvalue()) if re.search(r"[a-z]{3}", line)
+             and not line.startswith("dtype")]
+    return said, lines
+
+
+def missing_operators(pte: bytes) -> dict[str, list[str]]:
+    """Per method, the operators the program calls that this runtime has no kernel for (read from the file, nothing
+    loaded): what ``load_method`` would refuse with ``OperatorMissing``."""
+    have = set(registered_operators())
+    return {method: [op for op in ops if op not in have] for method, ops in program_operators(pte).items()}
+
+
+def _sort_loads() -> Reveal:
+    example = (windows(0),)
+    with tempfile.TemporaryDirectory() as folder:
+        path = build_like_ci(MedianFilter(), example, Path(folder))
+        said, log = load_and_run(path, example)
+    if said == "ran":
+        return Reveal("returns the median", "it loaded and ran.", why_not={
+            "fails to load its method": "it loaded.", "returns a wrong answer, silently": "see its output."})
+    missing = next((line for line in log if "not found" in line), log[0] if log else said)
+    return Reveal("fails to load its method", (
+        f"load_method refused it: {said.splitlines()[0]} The runtime's log: {missing} The program names "
+        "aten::sort.values, and this runtime has no kernel by that name."), why_not={
+        "returns the median": "it never ran: the method did not load.",
+        "returns a wrong answer, silently": "nothing ran, and the refusal is loud (at load, not at build)."})
+
+
+# ----- exercise -----------------------------------------------------------------------------------
+def _median_probes() -> list[Probe]:
+    g = torch.Generator().manual_seed(18)
+    distinct = torch.randn(ROWS, WINDOW, generator=g)
+    ties = torch.tensor([[3.0, 1, 1, 1, 2, 2, 5, 5, 5], [0.0] * WINDOW, [-1.0, -1, -1, -1, -1, 2, 2, 2, 2],
+                         [7.0, 7, 7, 7, 7, 7, 7, 7, -7]])
+    ascending = torch.sort(torch.randn(ROWS, WINDOW, generator=g), dim=-1).values
+    return [
+        Probe("spiky sensor windows", (windows(41),)),
+        Probe("distinct random values", (distinct,)),
+        Probe("repeated values", (ties,)),
+        Probe("windows already in ascending order", (ascending,)),
+        Probe("windows in descending order", (ascending.flip(-1),)),
+        Probe("large negative values", (distinct * 1000 - 5000,)),
+    ]
+
+
+def _grade_median_loads(answer: Any) -> list[Verdict]:
+    model, verdict = as_model(answer, MedianFilter())
+    if model is None:
+        return [verdict]
+    verdicts = [verdict]
+    art, built = lowered(model, (windows(0),), criterion="exports, lowers and loads in this runtime", hint=(
+        "the runtime looks every operator's kernel up by name when the method loads: use operators it has"))
+    verdicts.append(built)
+    if art is None:
+        return verdicts
+    verdicts.append(parity(MedianFilter(), art, _median_probes(), criterion=(
+        f"the median of each window of {WINDOW}, as MedianFilter computes it"), hint=(
+        "the median is the middle value of the window once ordered: the same for any order of the samples")))
+    return verdicts
+
+
+def solve_median_loads() -> Any:
+    """18.median_loads: the median is the (WINDOW // 2 + 1)-th largest value, and this runtime has a kernel for
+    topk (not delegated, but loaded)."""
+
+    class TopKMedian(MedianFilter):
+        def forward(self, windows: torch.Tensor) -> torch.Tensor:
+            return torch.topk(windows, k=WINDOW // 2 + 1, dim=-1).values[..., -1]
+
+    return TopKMedian()
+
+
+QUESTIONS = [
+    Question("18.sort_loads", LESSON,
+             "MedianFilter is exported, lowered for XNNPACK and written to model.pte without an error or a "
+             "warning. The app loads the program, loads its forward method and calls it. It…",
+             ("returns the median", "fails to load its method", "returns a wrong answer, silently"), _sort_loads),
+]
+
+
+EXERCISES = [
+    Exercise(
+        id="18.median_loads", lesson=LESSON, kind="model",
+        title="a median the runtime can load",
+        goal=(f"Write a module that computes MedianFilter's median of each window of {WINDOW} samples "
+              f"(input ({ROWS}, {WINDOW}), output ({ROWS},)) with operators this runtime has kernels for: the .pte "
+              "must load and match MedianFilter on every kind of window."),
+        grade=_grade_median_loads, solve=solve_median_loads,
+        context=lambda: {**base_context(), "MedianFilter": MedianFilter, "WINDOW": WINDOW}),
+]
+
+
+CARDS = [
+    Card(
+        id="18.loads", lesson=LESSON, topic="runtime", kind="diagnosis",
+        question="CI exports your model, lowers it and saves the .pte without an error. On the phone, loading it "
+                 "fails with error 0x14. What happened, and what do you add to CI?",
+        answer=("0x14 is OperatorMissing (runtime/core/error.h). A .pte does not contain kernels: each instruction "
+                "names an operator (aten::sort.values), and load_method looks every name up in the kernel "
+                "registry of the runtime it runs in. Building never asks that runtime, so a program builds fine "
+                "and fails to load where a kernel is missing: ExecuTorch 1.5.1's pip runtime has none for "
+                "aten::sort.values, and an app's runtime is often built with only the kernels its models need "
+                "(selective build). CI should load every method with the runtime the app ships and run it on "
+                "varied inputs; before that, compare the operators the program names with the kernels that "
+                "runtime registers. The fix is a model written with operators the runtime has (a median via "
+                "topk), or a runtime built with the kernel."),
+        points=("0x14 = OperatorMissing",
+                "the .pte names operators; kernels are looked up by name at load_method",
+                "building never consults the target runtime",
+                "CI loads every method with the app's runtime build, and runs it",
+                "the program's operator list vs the runtime's registered kernels",
+                "fix: supported operators, or a runtime with the kernel"),
+        follow_ups=(
+            ("Why did export and to_edge accept torch.sort if the runtime cannot run it?",
+             "aten.sort is in the core ATen operator set, which is what to_edge checks, and to_executorch only "
+             "needs an out variant to write the call. Neither knows which kernels a given runtime was built "
+             "with; that is decided when the runtime is compiled, and checked when a method loads."),
+        )),
+]
