@@ -708,6 +708,33 @@ answer = Zeros()
 """, ("spiky sensor windows",)),
         WrongAnswer("the class instead of an instance", "answer = MedianFilter", ("not an nn.Module instance",)),
     ],
+    "18.dead_pixels": [
+        WrongAnswer("BlockMax unchanged (eager propagates the NaN, the kernels do not)", """
+class Same(BlockMax):
+    def forward(self, frame):
+        return torch.nn.functional.max_pool2d(frame, 2)
+answer = Same()
+""", ("a dead pixel at (2, 2)",)),
+        WrongAnswer("a dead pixel read as 0 (right on bright frames, wrong when every live pixel is negative)", """
+class Zeroed(BlockMax):
+    def forward(self, frame):
+        return torch.nn.functional.max_pool2d(torch.nan_to_num(frame, nan=0.0), 2)
+answer = Zeroed()
+""", ("a dark frame",)),
+        WrongAnswer("right shape, wrong content: the average of the live pixels", """
+class Average(BlockMax):
+    def forward(self, frame):
+        return torch.nn.functional.avg_pool2d(torch.nan_to_num(frame, nan=0.0), 2)
+answer = Average()
+""", ("largest live pixel",)),
+        WrongAnswer("zeros (the same in eager and in the .pte, and not the rule)", """
+class Zeros(BlockMax):
+    def forward(self, frame):
+        return torch.zeros(1, 3, 4, 4)
+answer = Zeros()
+""", ("largest live pixel",)),
+        WrongAnswer("the class instead of an instance", "answer = BlockMax", ("not an nn.Module instance",)),
+    ],
 }
 
 TRACK = [e for item in course.lessons() for e in getattr(item.module, "EXERCISES", ())]

@@ -64,3 +64,40 @@ answer = CountBelow()
 '''):
         grade = exercise.check(exercise.build(source))
         assert grade.passed, grade.report()
+
+
+def test_each_implementation_of_max_pool_treats_a_dead_pixel_its_own_way():
+    """Eager propagates the NaN; the portable kernel keeps it only first in its window; XNNPACK never returns it
+    (-inf first, then the live max, then at the last position the block's first pixel)."""
+    model = LOADING.BlockMax()
+    xnnpack = helpers.lower(model, (LOADING.dead_pixel_frame(2, 2),))
+    portable = helpers.lower(model, (LOADING.dead_pixel_frame(2, 2),), backend="portable")
+    for (row, col), portable_keeps in (((2, 2), True), ((2, 3), False), ((3, 2), False), ((3, 3), False)):
+        frame = LOADING.dead_pixel_frame(row, col)
+        block = (0, 1, row // 2, col // 2)
+        assert model(frame)[block].isnan()
+        assert portable.run_raw(frame)[0][block].isnan() == portable_keeps, (row, col)
+        assert not xnnpack.run_raw(frame)[0][block].isnan(), (row, col)
+    rows = LOADING.dead_pixel_table()
+    assert [r["XNNPACK .pte"] == r["largest live pixel"] for r in rows] == [False, True, True, False]
+
+
+def test_the_locator_names_the_first_stage_that_leaves_eager():
+    first = LOADING.where_it_diverges(LOADING.BlockMax(), LOADING.dead_pixel_frame(2, 2))
+    assert [(s.name, s.status) for s in first.stages] == [
+        ("exported program", "match"), ("edge program", "match"), ("portable .pte", "match"),
+        ("xnnpack .pte", "diverge")]
+    second = LOADING.where_it_diverges(LOADING.BlockMax(), LOADING.dead_pixel_frame(2, 3))
+    assert second.first == "portable .pte"
+    assert LOADING.where_it_diverges(LOADING.solve_dead_pixels(), LOADING.dead_pixel_frame(2, 3)) is None
+
+
+def test_another_correct_dead_pixel_rule_passes():
+    exercise = exercises.get("18.dead_pixels")
+    grade = exercise.check(exercise.build('''
+class VeryLow(BlockMax):
+    def forward(self, frame):
+        return torch.nn.functional.max_pool2d(torch.nan_to_num(frame, nan=-1e4), 2)
+answer = VeryLow()
+'''))
+    assert grade.passed, grade.report()

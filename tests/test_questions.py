@@ -60,6 +60,7 @@ EXPECTED = {
     "17.running_mean": "repeat the first call's output",
     "17.numpy_default": "fails",
     "18.sort_loads": "fails to load its method",
+    "18.dead_pixel_stage": "the portable .pte",
 }
 # words the explanation must contain: the reveal explains with the pipeline's own evidence
 EVIDENCE = {

@@ -261,11 +261,12 @@ def lowered(model: nn.Module, example: tuple[Any, ...], dynamic: Any = None, *, 
 
 def parity(reference: nn.Module, artifact: PteArtifact, probes: Sequence[Probe], *, method: str = "forward",
            hint: str = "", criterion: str = "matches the reference on every probe",
-           run: Callable[[Probe], Any] | None = None) -> Verdict:
+           run: Callable[[Probe], Any] | None = None, reference_name: str = "the reference") -> Verdict:
     """The answer's ``.pte`` against the reference's *eager* outputs on ``probes`` (the intended behaviour).
 
     ``run``, when given, maps a probe to the ``.pte``'s outputs (an app-side dispatcher, a host step);
-    by default each probe goes straight to ``artifact.run_raw``.
+    by default each probe goes straight to ``artifact.run_raw``. ``reference_name`` names the reference in the
+    feedback (``"your model in eager"`` when the answer is compared with itself).
     """
     for probe in probes:
         if run is None:
@@ -277,8 +278,8 @@ def parity(reference: nn.Module, artifact: PteArtifact, probes: Sequence[Probe],
             elif row.status == "eager_error":
                 raise RuntimeError(f"the reference fails on its own probe {probe.label}: {row.eager_message}")
             else:
-                detail = (f"on {probe.label} {probe.shapes()}: the .pte returns {_outputs(row.pte_output)}, the "
-                          f"reference {_outputs(row.eager_output)} (max |Δ| {format_diff(row.max_abs_diff)})")
+                detail = (f"on {probe.label} {probe.shapes()}: the .pte returns {_outputs(row.pte_output)}, "
+                          f"{reference_name} {_outputs(row.eager_output)} (max |Δ| {format_diff(row.max_abs_diff)})")
             return Verdict(criterion, False, detail, hint)
         with torch.no_grad():
             expected = reference(*probe.args)
@@ -291,7 +292,7 @@ def parity(reference: nn.Module, artifact: PteArtifact, probes: Sequence[Probe],
         if tuple(got_t.shape) != tuple(exp_t.shape) or not torch.allclose(got_t, exp_t, atol=1e-4, rtol=1e-4,
                                                                            equal_nan=False):
             return Verdict(criterion, False, f"on {probe.label} {probe.shapes()}: the .pte returns {fmt(got_t)}, "
-                                             f"the reference {fmt(exp_t)}", hint)
+                                             f"{reference_name} {fmt(exp_t)}", hint)
     return Verdict(criterion, True, f"{len(probes)} probes match the reference")
 
 

@@ -98,6 +98,72 @@ def _sort_loads() -> Reveal:
         "returns a wrong answer, silently": "nothing ran, and the refusal is loud (at load, not at build)."})
 
 
+# ----- 3. where it diverges --------------------------------------------------------------------------
+class BlockMax(nn.Module):
+    """Downsamples a camera frame: each 2×2 block of pixels becomes its largest value."""
+
+    def forward(self, frame: torch.Tensor) -> torch.Tensor:  # (1, 3, 8, 8) → (1, 3, 4, 4)
+        return torch.nn.functional.max_pool2d(frame, 2)
+
+
+def dead_pixel_frame(row: int, col: int, seed: int = 0) -> torch.Tensor:
+    """A 1×3×8×8 camera frame whose pixel (``row``, ``col``) of the green channel is dead: NaN."""
+    frame = torch.randn(1, 3, 8, 8, generator=torch.Generator().manual_seed(seed))
+    frame[0, 1, row, col] = float("nan")
+    return frame
+
+
+def dead_pixel_table() -> list[dict[str, Any]]:
+    """For a dead pixel at each position of one 2×2 block (1 = top left … 4 = bottom right): that block's value in
+    eager, in a portable ``.pte`` and in the XNNPACK ``.pte``, and the largest live pixel of the block."""
+    from helpers.lowering import lower
+
+    example = (dead_pixel_frame(2, 2),)
+    xnnpack, portable = lower(BlockMax(), example), lower(BlockMax(), example, backend="portable")
+    rows = []
+    for position, (row, col) in enumerate(((2, 2), (2, 3), (3, 2), (3, 3)), start=1):
+        frame = dead_pixel_frame(row, col)
+        block = (0, 1, 1, 1)
+        live = torch.nn.functional.max_pool2d(torch.where(frame.isnan(), float("-inf"), frame), 2)
+        with torch.no_grad():
+            rows.append({"position": position, "eager": BlockMax()(frame)[block].item(),
+                         "portable .pte": portable.run_raw(frame)[0][block].item(),
+                         "XNNPACK .pte": xnnpack.run_raw(frame)[0][block].item(),
+                         "largest live pixel": live[block].item(),
+                         "block": [round(v, 3) for v in frame[0, 1, 2:4, 2:4].flatten().tolist()]})
+    return rows
+
+
+def where_it_diverges(model: nn.Module, frame: torch.Tensor) -> Any:
+    """The export doctor's stage locator on one input (``extra_inputs``): the :class:`helpers.doctor.locate.Located`
+    that follows it through exported program → edge program → portable .pte → XNNPACK .pte, or None when the
+    XNNPACK program matches eager on it."""
+    from helpers import doctor
+
+    example = torch.randn(1, 3, 8, 8, generator=torch.Generator().manual_seed(1))  # a frame with no dead pixel
+    report = doctor.examine(model, (example,), extra_inputs=[(frame,)], target=type(model).__name__)
+    return next((found for found in report.located if found.label == "your input 0"), None)
+
+
+def _dead_pixel_stage() -> Reveal:
+    found = where_it_diverges(BlockMax(), dead_pixel_frame(2, 3))
+    options = {"exported program": "the exported program", "edge program": "the edge program",
+               "portable .pte": "the portable .pte", "delegated .pte": "the XNNPACK .pte only"}
+    if found is None or found.first not in options:
+        return Reveal("the XNNPACK .pte only", "the .pte matched eager on this frame.", why_not={})
+    actual = options[found.first]
+    said = {s.name: {"match": "matches", "diverge": "differs from"}.get(s.status, s.status) for s in found.stages}
+    why_not = {
+        "the exported program": f"the exported program {said['exported program']} eager: export recorded "
+                                "max_pool2d as it is.",
+        "the edge program": f"the edge program {said['edge program']} eager: no decomposition changed it.",
+        "the portable .pte": f"the portable .pte {said.get('portable .pte', 'matches')} eager.",
+        "the XNNPACK .pte only": "the portable .pte already differs from eager: XNNPACK is not the first stage to.",
+    }
+    return Reveal(actual, f"{found.line()}. {found.meaning}.", why_not={
+        option: text for option, text in why_not.items() if option != actual})
+
+
 # ----- exercise -----------------------------------------------------------------------------------
 def _median_probes() -> list[Probe]:
     g = torch.Generator().manual_seed(18)
@@ -131,6 +197,64 @@ def _grade_median_loads(answer: Any) -> list[Verdict]:
     return verdicts
 
 
+def _live_block_max(frame: torch.Tensor) -> torch.Tensor:
+    """The intended downsampling: each 2×2 block's largest *live* pixel (a dead pixel, NaN, never decides)."""
+    return torch.nn.functional.max_pool2d(torch.where(frame.isnan(), float("-inf"), frame), 2)
+
+
+class _LiveBlockMax(nn.Module):
+    def forward(self, frame: torch.Tensor) -> torch.Tensor:
+        return _live_block_max(frame)
+
+
+def _dead_pixel_probes() -> list[Probe]:
+    probes = []
+    for row, col in ((2, 2), (2, 3), (3, 2), (3, 3)):
+        probes.append(Probe(f"a dead pixel at ({row}, {col}), position {2 * (row % 2) + col % 2 + 1} of its block",
+                            (dead_pixel_frame(row, col, seed=row * 8 + col),)))
+    dark = dead_pixel_frame(5, 4, seed=7) - 4.0  # every live pixel negative
+    probes.append(Probe("a dark frame (every pixel below 0) with a dead pixel", (dark,)))
+    several = dead_pixel_frame(0, 1, seed=9)
+    for row, col in ((3, 3), (4, 6), (7, 0)):
+        several[0, (row + col) % 3, row, col] = float("nan")
+    probes.append(Probe("four dead pixels, in four blocks", (several,)))
+    probes.append(Probe("no dead pixel", (torch.randn(1, 3, 8, 8, generator=torch.Generator().manual_seed(11)),)))
+    return probes
+
+
+def _grade_dead_pixels(answer: Any) -> list[Verdict]:
+    model, verdict = as_model(answer, BlockMax())
+    if model is None:
+        return [verdict]
+    verdicts = [verdict]
+    art, built = lowered(model, (dead_pixel_frame(2, 2),), hint="keep forward(frame) with one frame")
+    verdicts.append(built)
+    if art is None:
+        return verdicts
+    probes = _dead_pixel_probes()
+    verdicts.append(parity(model, art, probes, criterion="your model's .pte agrees with your model in eager",
+                           reference_name="your model in eager", hint=(
+        "the same input must give the same answer at every stage: decide what a dead pixel means in the model, "
+        "before any kernel has to")))
+    if not verdicts[-1].passed:
+        return verdicts
+    verdicts.append(parity(_LiveBlockMax(), art, probes, criterion=(
+        "each block becomes its largest live pixel (a dead one never decides)"), hint=(
+        "a dead pixel must lose to every live value of its block, whatever their sign")))
+    return verdicts
+
+
+def solve_dead_pixels() -> Any:
+    """18.dead_pixels: a dead pixel becomes -inf before the pooling, so every stage computes the same max."""
+
+    class LiveBlockMax(BlockMax):
+        def forward(self, frame: torch.Tensor) -> torch.Tensor:
+            live = torch.where(frame.isnan(), float("-inf"), frame)
+            return torch.nn.functional.max_pool2d(live, 2)
+
+    return LiveBlockMax()
+
+
 def solve_median_loads() -> Any:
     """18.median_loads: the median is the (WINDOW // 2 + 1)-th largest value, and this runtime has a kernel for
     topk (not delegated, but loaded)."""
@@ -143,6 +267,11 @@ def solve_median_loads() -> Any:
 
 
 QUESTIONS = [
+    Question("18.dead_pixel_stage", LESSON,
+             "BlockMax is given a frame whose dead pixel (NaN) is the second of its 2×2 block. Eager's max is NaN "
+             "there; the XNNPACK .pte gives a number. Which stage is the first to leave eager?",
+             ("the exported program", "the edge program", "the portable .pte", "the XNNPACK .pte only"),
+             _dead_pixel_stage),
     Question("18.sort_loads", LESSON,
              "MedianFilter is exported, lowered for XNNPACK and written to model.pte without an error or a "
              "warning. The app loads the program, loads its forward method and calls it. It…",
@@ -159,6 +288,14 @@ EXERCISES = [
               "must load and match MedianFilter on every kind of window."),
         grade=_grade_median_loads, solve=solve_median_loads,
         context=lambda: {**base_context(), "MedianFilter": MedianFilter, "WINDOW": WINDOW}),
+    Exercise(
+        id="18.dead_pixels", lesson=LESSON, kind="model",
+        title="a dead pixel never decides, at any stage",
+        goal=("Write BlockMax so that a dead pixel (NaN) never decides its block: each 2×2 block becomes its largest "
+              "live pixel, in eager and in the .pte alike, wherever the dead pixel sits in its block (a frame has "
+              "at most one per block)."),
+        grade=_grade_dead_pixels, solve=solve_dead_pixels,
+        context=lambda: {**base_context(), "BlockMax": BlockMax}),
 ]
 
 
@@ -187,5 +324,13 @@ CARDS = [
              "aten.sort is in the core ATen operator set, which is what to_edge checks, and to_executorch only "
              "needs an out variant to write the call. Neither knows which kernels a given runtime was built "
              "with; that is decided when the runtime is compiled, and checked when a method loads."),
+            ("It loads, and on some inputs it disagrees with eager. How do you find out whose problem it is?",
+             "Run the same input through each stage and compare each with eager: ExportedProgram.module() (the "
+             "graph export recorded), the edge program (to_edge's decompositions, as a module), the export lowered "
+             "with no delegate (portable kernels, in the runtime), and the shipped delegated program. The first "
+             "stage that differs owns it: the exported program means a Python decision taken once (fix the "
+             "model); the portable .pte, ExecuTorch's kernels; only the delegated one, the delegate's numerics. "
+             "It is per input: a NaN in a 2×2 max pool first differs at the XNNPACK .pte when it is first in its "
+             "window, and already at the portable .pte when it is second."),
         )),
 ]

@@ -1,10 +1,12 @@
 # %% [markdown]
-# # 18 · It built: does it load?
+# # 18 · It built: does it load, and where does it diverge?
 #
 # **What you will learn**
 # - what a `.pte` holds of each operator, and what the runtime needs when it loads a method;
 # - how a program that exports, lowers and saves without a word can still fail on the device;
-# - the two checks that catch it in CI, before a phone does.
+# - the two checks that catch it in CI, before a phone does;
+# - for a program that loads and disagrees with eager, how to find the stage that changed the answer, and so who
+#   has to fix it.
 #
 # **Terms**: everything from the table in [lesson 00](00_start_here.ipynb), and:
 #
@@ -136,6 +138,89 @@ from helpers import exercises
 grade = exercises.check("18.median_loads", answer)
 
 # %% [markdown]
+# ## 3. It loads and disagrees: which stage changed the answer?
+#
+# A program that loads can still disagree with eager. Who fixes it depends on *where* the answer changed. Between
+# the model and the file are four stages, and the same input can be run through each one:
+#
+# | stage | what runs | a first difference here means |
+# |---|---|---|
+# | exported program | `ExportedProgram.module()`, the graph export recorded | a Python decision was taken once: fix the model |
+# | edge program | `to_edge`'s graph (core ATen decompositions), as a module | ExecuTorch's decompositions changed it |
+# | portable `.pte` | the export lowered with no delegate, in the runtime | ExecuTorch's portable kernels changed it |
+# | XNNPACK `.pte` | the program the app ships | only the delegate computes it differently |
+#
+# The export doctor ([lesson 11](11_export_doctor.ipynb)) runs this ladder for the inputs that disagree (up to three
+# per report). `BlockMax` downsamples a camera frame by 2×2 blocks, and the camera pipeline marks a dead pixel NaN:
+
+# %%
+show_source(loading.BlockMax)
+
+# %%
+first_in_block = loading.dead_pixel_frame(2, 2)  # the first pixel of its 2×2 block is dead
+block_pte = helpers.lower(loading.BlockMax(), (first_in_block,))
+(device_out,) = block_pte.run_raw(first_in_block)
+print("that block, eager:", loading.BlockMax()(first_in_block)[0, 1, 1, 1].item(),
+      "· the XNNPACK .pte:", round(device_out[0, 1, 1, 1].item(), 3))
+
+# %%
+found = loading.where_it_diverges(loading.BlockMax(), first_in_block)
+print(found.line())
+print("→", found.meaning)
+
+# %% [markdown]
+# Eager's `max_pool2d` propagates the NaN; the XNNPACK program returns -inf for that block, and the portable one
+# agrees with eager. Now the dead pixel is the *second* of its block:
+
+# %%
+questions.ask("18.dead_pixel_stage")
+
+# %%
+second_in_block = loading.dead_pixel_frame(2, 3)
+found_second = loading.where_it_diverges(loading.BlockMax(), second_in_block)
+print(found_second.line())
+print("→", found_second.meaning)
+
+# %% [markdown]
+# The same model, the same delegate, and a different stage. The block's value for a dead pixel at each of its four
+# positions (1 = top left, 4 = bottom right), in each implementation:
+
+# %%
+import pandas as pd
+
+table = pd.DataFrame(loading.dead_pixel_table()).set_index("position")
+print(table.round(4).to_string())
+
+# %% [markdown]
+# Three implementations of one operator, three ways with a NaN. Eager propagates it at every position. The portable
+# kernel keeps it only at position 1 and returns the largest live pixel elsewhere. XNNPACK returns -inf at position
+# 1, the largest live pixel at 2 and 3, and at position 4 a live pixel that is not the largest (the block's first,
+# -0.838). So a divergence is located per input, not per model.
+
+# %% [markdown]
+# ## ✏️ Exercise 18.dead_pixels
+#
+# The app's rule: a dead pixel never decides its block. Write `BlockMax` so that each 2×2 block becomes its largest
+# *live* pixel, in eager and in the `.pte` alike, wherever the dead pixel sits in its block (a frame has at most one
+# per block). The check compares your `.pte` with your model in eager, then with the rule, on frames with a dead
+# pixel at each position of its block, a dark frame, several dead pixels and none.
+
+# %%
+BlockMax = loading.BlockMax
+
+# %%
+# ✏️ Exercise 18.dead_pixels — edit this cell, then run the check below.
+class MyBlockMax(BlockMax):
+    def forward(self, frame):
+        return torch.nn.functional.max_pool2d(frame, 2)
+
+
+answer = MyBlockMax()
+
+# %%
+grade = exercises.check("18.dead_pixels", answer)
+
+# %% [markdown]
 # ## Takeaways
 #
 # - A `.pte` names its operators; the runtime looks up their kernels when a method loads. Export, lowering and
@@ -144,6 +229,8 @@ grade = exercises.check("18.median_loads", answer)
 #   runtime with the kernel.
 # - In CI, load every method with the runtime the app ships and run it; check the program's operators against that
 #   runtime's kernels.
+# - When a program that loads disagrees with eager, run the same input through each stage (exported, edge,
+#   portable, delegated): the first that differs says whether the model, ExecuTorch or the delegate changed it.
 #
 # ## Interview question
 #
@@ -156,9 +243,20 @@ interview.ask("18.loads")
 # ## Checked for CI: the statements above, from the runs
 
 # %% tags=["ci-check"] jupyter={"source_hidden": true}
+import math
+
 assert "0x:14" in said and any("aten::sort.values" in line for line in log)
 assert loading.missing_operators(pte) == {"forward": ["aten::sort.values"]}
 assert torch.Tag.core in torch.ops.aten.sort.default.tags  # "a core ATen operator"
 assert torch.ops.aten.sort.values  # "an out variant to call"
 assert exercises.get("18.median_loads").check(exercises.solution("18.median_loads")).passed
-print("checked: the load failure and its code, the missing kernel read from the file, the exercise's solution")
+assert exercises.get("18.dead_pixels").check(exercises.solution("18.dead_pixels")).passed
+assert loading.BlockMax()(first_in_block)[0, 1, 1, 1].isnan() and not device_out[0, 1, 1, 1].isnan()
+assert found.first == "delegated .pte" and found_second.first == "portable .pte"
+rows = loading.dead_pixel_table()
+assert all(math.isnan(r["eager"]) for r in rows) and math.isnan(rows[0]["portable .pte"])
+assert all(r["portable .pte"] == r["largest live pixel"] for r in rows[1:])
+assert rows[0]["XNNPACK .pte"] == float("-inf") and all(r["XNNPACK .pte"] == r["largest live pixel"] for r in rows[1:3])
+assert round(rows[3]["XNNPACK .pte"], 3) == rows[3]["block"][0] == -0.838 < rows[3]["largest live pixel"]
+print("checked: the load failure and its code, the missing kernel read from the file, the exercise's solution, "
+      "the two dead pixels' first stages")
