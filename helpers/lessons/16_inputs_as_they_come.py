@@ -349,4 +349,31 @@ CARDS = [
              "builds that list by hand, so the order is a contract between two people unless the boundary makes "
              "it obvious."),
         )),
+    Card(
+        id="16.stereo_order", lesson=LESSON, topic="inputs", kind="diagnosis", held_back=True,
+        question=("A stereo audio model takes a dict {'left': ..., 'right': ...}. After a refactor of the Android app "
+                  "its .pte gives wrong results on some recordings and right ones on mono recordings; no error, and "
+                  "the .pte did not change. What do you suspect, and how do you confirm it?"),
+        answer=("That the app now sends the two channels in another order. The .pte takes a flat list of tensors in "
+                "the order export flattened the inputs (a dict in the example's key order), and the runtime checks "
+                "each input's shape and dtype, not which tensor it is: two channels of the same shape swap "
+                "silently. Mono recordings hide it, since both channels are equal. I confirm it by reading the "
+                "program's input names in order and comparing them with the list the app builds, and by a parity "
+                "test of the app's own call on a recording whose channels differ. The fix is at the boundary: "
+                "export a wrapper with positional inputs, publish the names with the program, keep that test."),
+        points=("the .pte's inputs are a flat list in export's flattening order",
+                "the runtime checks shapes and dtypes, not identity: same-shape inputs swap silently",
+                "mono (symmetric) inputs hide the swap",
+                "confirm: the program's input names vs the app's list; parity on asymmetric inputs",
+                "fix: a positional wrapper, names published, the app's call tested"),
+        follow_ups=(
+            ("Why were the mono recordings right?",
+             "Both channels hold the same samples, so sending them in the other order gives the model the same two "
+             "tensors: a swap cannot show. Only an input whose channels differ tells the two orders apart, which is "
+             "why a parity test needs inputs that are not symmetric."),
+            ("What if the two inputs had different static shapes?",
+             "Then the runtime would refuse the swapped call when it sets the inputs, naming the expected and the "
+             "received shape: a loud error on the first call. The silent case needs inputs of one shape and dtype, "
+             "which is common: two channels, a pair of images, two embeddings."),
+        )),
 ]

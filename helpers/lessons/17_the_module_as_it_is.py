@@ -338,4 +338,31 @@ CARDS = [
              "patterns in the graph, but whatever forward() decided on self.training stays as traced. Put the "
              "module in eval mode and export again."),
         )),
+    Card(
+        id="17.random_scores", lesson=LESSON, topic="export", kind="diagnosis", held_back=True,
+        question=("QA reports that the on-device classifier gives a different score each time it sees the same "
+                  "photo, and never the score the notebook gives. What do you check first, and what is the fix?"),
+        answer=("Whether the model was exported in training mode. Export records one run of forward() on the module "
+                "as it is, so a model left in training mode keeps its dropout in the program. In ExecuTorch 1.5.1 "
+                "it runs on the portable native_dropout kernel, which draws a new mask on every call (its generator "
+                "is seeded from std::random_device) and keeps the surviving values unscaled, where torch scales "
+                "them by 1/(1-p): the scores match neither eval mode nor torch's training mode. I check "
+                "model.training before export, the delegation report (native_dropout on portable kernels), and two "
+                "calls on one input. The fix is model.eval() before export and a new export; what export returned "
+                "cannot be switched (ep.module().eval() raises). Then two calls must be equal, and equal to eval."),
+        points=("export records forward() on the module as it is: training mode included",
+                "dropout in the program: a new mask per call on the device",
+                "the portable kernel does not scale by 1/(1-p): neither eval nor torch's training mode",
+                "check: model.training, native_dropout in the delegation report, two calls on one input",
+                "fix: eval() before export, export again; verify repeatable and equal to eval"),
+        follow_ups=(
+            ("Why does the device never give the notebook's score, even averaged over many calls?",
+             "The notebook runs in eval mode, with no dropout at all. The device zeroes activations at random and "
+             "does not scale the ones it keeps, so on average each activation after the dropout is 1-p times its "
+             "eval value, and the average score differs from eval's instead of converging to it."),
+            ("What if the model also had a batch norm?",
+             "In training mode batch norm normalises with the batch's statistics and updates its running ones; "
+             "ExecuTorch's to_edge refuses the operator that does both (_native_batch_norm_legit_functional is not "
+             "core ATen), so the build would have failed loudly. The dropout alone is what let this one ship."),
+        )),
 ]

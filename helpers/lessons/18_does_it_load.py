@@ -333,4 +333,32 @@ CARDS = [
              "It is per input: a NaN in a 2×2 max pool first differs at the XNNPACK .pte when it is first in its "
              "window, and already at the portable .pte when it is second."),
         )),
+    Card(
+        id="18.one_camera", lesson=LESSON, topic="runtime", kind="diagnosis", held_back=True,
+        question=("A downsampling model (2×2 max pooling, XNNPACK) matches eager on every test frame, but field "
+                  "frames from one camera model give -inf in some blocks on the phone. How do you find out whether "
+                  "the model, ExecuTorch or the delegate is responsible, and what do you change?"),
+        answer=("I take a field frame and run it through each stage, comparing each with eager: the exported "
+                "program, the edge program, a portable .pte and the XNNPACK .pte. The first stage that differs owns "
+                "it. That camera likely marks dead pixels as NaN: eager's max_pool2d propagates a NaN; ExecuTorch's "
+                "portable kernel keeps it only when it is first in its window; XNNPACK gives -inf there, and other "
+                "values at other positions. So the ladder says the delegate for some frames and the portable "
+                "kernel for others. The fix that holds at every stage is to decide in the model what a dead pixel "
+                "means (a NaN becomes -inf before the pooling, so it never wins), and to add NaN frames, with the "
+                "NaN at every window position, to the parity probes."),
+        points=("run one failing input through exported, edge, portable .pte, delegated .pte",
+                "the first stage that differs owns the divergence",
+                "NaN: each max_pool2d implementation treats it its own way, by position",
+                "fix in the model: decide what a NaN means before any kernel does",
+                "probes with NaN at every window position"),
+        follow_ups=(
+            ("Why did the test frames pass?",
+             "They had no NaN. The implementations agree on finite values and differ only in how they treat a NaN, "
+             "and even then by its position in the window, so a probe set without NaN, or with one in a single "
+             "position, passes."),
+            ("What if the exported program itself had differed from eager?",
+             "Then the model is the cause, not ExecuTorch: export took a Python decision once (a shape, a flag, a "
+             "value) and recorded one path. The fix is in forward(): tensor operations for the decision, or a "
+             "contract that keeps the input out, and the later stages need not be looked at."),
+        )),
 ]
