@@ -292,3 +292,31 @@ def test_a_shapes_collection_declares_the_same_dims():
 
     assert described(by_collection) == described(by_dict)
     assert by_collection["x"][0] is by_collection["state_1"][0]
+
+
+def test_a_loaded_pt2s_module_is_examined_as_exported(tmp_path, monkeypatch, capsys):
+    """The deployment side has the training job's .pt2, not its model class: a --spec that loads it and returns
+    ExportedProgram.module() (whose eval() torch 2.13 refuses) is examined, its dict input flattened as exported."""
+    from torch.export import Dim
+
+    from helpers import course
+
+    inputs = course.lesson(16)
+    batch = inputs.loader_batch()
+    rows = Dim("rows", min=1, max=8)
+    spec = {"batch": {"noise": {0: rows}, "signal": {0: rows}}}
+    torch.export.save(torch.export.export(inputs.Denoise(), (batch,), dynamic_shapes=spec), tmp_path / "denoise.pt2")
+    torch.save(batch, tmp_path / "batch.pt")
+    (tmp_path / "deploy.py").write_text(
+        "import torch\nfrom torch.export import Dim\n\n\ndef spec():\n"
+        "    rows = Dim('rows', min=1, max=8)\n"
+        "    return {'model': torch.export.load('denoise.pt2').module(), 'args': (torch.load('batch.pt'),),\n"
+        "            'dynamic_shapes': {'batch': {'noise': {0: rows}, 'signal': {0: rows}}}}\n")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(NotImplementedError):
+        torch.export.load("denoise.pt2").module().eval()
+    code = main(["--spec", "deploy.py:spec", "--json", str(tmp_path / "d.json"), "--quiet"])
+    out, _ = capsys.readouterr()
+    report = json.loads((tmp_path / "d.json").read_text())
+    assert code == 0, out
+    assert report["verdict"] == "pass" and "batch_noise" in out and "batch_signal" in out, out[:2000]

@@ -36,7 +36,7 @@ from ..parity import flat_outputs
 from . import github, render
 from .examine import call_keeping_state, examine, examine_methods
 from .report import EXIT_ERROR, EXIT_PASS, EXIT_USAGE, DoctorReport, ModelRun, program_verdict, runs_verdict
-from .spec import FlatSpec, SpecError, flatten_program
+from .spec import FlatSpec, SpecError, flatten_program, in_eval_mode
 
 __all__ = ["UsageError", "ExampleSpec", "DimSpec", "Prepared", "parse_example", "parse_dim", "parse_kwarg",
            "parse_operators", "parse_tolerance", "load_model", "load_spec", "load_inputs", "make_examples", "forward_inputs", "build_dynamic_shapes", "integer_highs",
@@ -260,7 +260,7 @@ def load_model(target: str, kwargs: dict[str, Any] | None = None) -> torch.nn.Mo
                              f"failed: {error_line(exc)}") from None
         if not isinstance(model, torch.nn.Module):
             raise UsageError(f"{target} returned a {type(model).__name__}, not a torch.nn.Module")
-    return model.eval()
+    return in_eval_mode(model)
 
 
 # ----- building inputs and dynamic shapes -----------------------------------------------------------

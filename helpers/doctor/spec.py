@@ -108,6 +108,16 @@ def _name(path: tuple[Any, ...]) -> str:
     return name
 
 
+def in_eval_mode(model: torch.nn.Module) -> torch.nn.Module:
+    """``model.eval()``, except for a module ``torch.export`` returned (``ExportedProgram.module()``, e.g. from a
+    ``.pt2`` loaded with ``torch.export.load``): its mode was fixed when it was exported, and torch 2.13 refuses to
+    switch it ("Calling eval() is not supported yet."), so it is taken as it is."""
+    try:
+        return model.eval()
+    except NotImplementedError:
+        return model
+
+
 def flatten_spec(spec: Any, *, where: str = "the spec") -> FlatSpec:
     """Check a spec dict and make it flat (see the module's docstring). Raises :class:`SpecError`."""
     if not isinstance(spec, dict):
@@ -138,7 +148,7 @@ def flatten_spec(spec: Any, *, where: str = "the spec") -> FlatSpec:
     strict = spec.get("strict", False)
     if not isinstance(strict, bool):
         raise SpecError(f"{where}: 'strict' is {strict!r}; expected True or False (torch.export.export's strict)")
-    model = model.eval()
+    model = in_eval_mode(model)
     dynamic = spec.get("dynamic_shapes")
     if dynamic is not None and callable(getattr(dynamic, "dynamic_shapes", None)):
         dynamic = dynamic.dynamic_shapes(model, args, kwargs)  # ShapesCollection / AdditionalInputs, as export does
@@ -198,7 +208,8 @@ def flatten_spec(spec: Any, *, where: str = "the spec") -> FlatSpec:
     cls = type(f"Flat{type(model).__name__}", (FlatModel,), {"forward": namespace["forward"]})
     flat = cls(model, treespec, leaves, tensor_at)
     example = tuple(leaves[i] for i in tensor_at)
-    return FlatSpec(flat.eval(), example, dynamic_by_name or None, names, strict)
+    in_eval_mode(flat)  # the wrapper and, where it allows it, the model it wraps
+    return FlatSpec(flat, example, dynamic_by_name or None, names, strict)
 
 
 def flatten_program(spec: Any, *, where: str = "the spec") -> tuple[dict[str, FlatSpec], bool]:
