@@ -27,6 +27,12 @@ def seeded(seed: int) -> Iterator[None]:
         yield
 
 
+def seeded_linear(seed: int, n_in: int, n_out: int) -> nn.Linear:
+    """An ``nn.Linear(n_in, n_out)`` initialised from ``seed``, leaving the global RNG as it was."""
+    with seeded(seed):
+        return nn.Linear(n_in, n_out)
+
+
 class _Lesson(nn.Module):
     """Base: build the layers under a seed and switch to eval mode."""
 

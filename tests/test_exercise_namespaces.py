@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import ast
 import builtins
-import re
 import symtable
 
 import pytest
 
 from helpers import exercises
-from helpers.exercises.grading import SOURCES
+from helpers.exercises.grading import lesson_cells
 
 KERNEL_NAMES = {"display", "get_ipython"}  # what IPython adds to a notebook's namespace
 
@@ -50,11 +49,6 @@ def _bound(tree: ast.AST) -> set[str]:
     return names
 
 
-def _cells(lesson: str) -> list[str]:
-    text = (SOURCES / f"{lesson}.py").read_text()
-    return re.split(r"^# %%.*\n", text, flags=re.MULTILINE)
-
-
 def _code(cell: str) -> str:
     """A py:percent cell as Python: markdown cells are all comments; magics dropped."""
     return "\n".join(line for line in cell.splitlines() if not line.lstrip().startswith(("%", "!")))
@@ -63,7 +57,7 @@ def _code(cell: str) -> str:
 def defined_before_starter(exercise: exercises.Exercise) -> set[str]:
     """Names bound by the lesson's cells up to its starter cell, the starter included (Run All ran it before the
     learner replaced it)."""
-    cells = _cells(exercise.lesson)
+    cells = lesson_cells(exercise.lesson)
     index = next(i for i, c in enumerate(cells) if c.strip().startswith(exercise.marker))
     names: set[str] = set()
     for cell in cells[:index + 1]:

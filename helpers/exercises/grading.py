@@ -188,13 +188,19 @@ def solution_cell(solve: Callable[[], Any]) -> str:
     return "\n".join(cell) + "\n"
 
 
-def starter_cell(lesson: str, marker: str) -> str:
-    """The py:percent cell of ``notebooks/src/<lesson>.py`` whose first line starts with ``marker``."""
+def lesson_cells(lesson: str) -> list[str]:
+    """The py:percent cells of ``notebooks/src/<lesson>.py``, in order (markdown cells as their comment lines)."""
     path = SOURCES / f"{lesson}.py"
     if not path.exists():
         raise FileNotFoundError(f"{path} not found: the starter cells are read from the lessons' sources "
                                 "(install the repository with `pip install -e .`)")
-    cells = re.split(r"^# %%.*\n", path.read_text(), flags=re.MULTILINE)
+    return re.split(r"^# %%.*\n", path.read_text(), flags=re.MULTILINE)
+
+
+def starter_cell(lesson: str, marker: str) -> str:
+    """The py:percent cell of ``notebooks/src/<lesson>.py`` whose first line starts with ``marker``."""
+    path = SOURCES / f"{lesson}.py"
+    cells = lesson_cells(lesson)
     found = [c for c in cells if c.strip().splitlines() and c.strip().splitlines()[0].startswith(marker)]
     if len(found) != 1:
         raise LookupError(f"{path.name}: expected one cell containing {marker!r}, found {len(found)}")

@@ -12,17 +12,12 @@ from torch import nn
 from helpers.exercises.grading import Exercise, Verdict, as_model, base_context, lowered, parity
 from helpers.interview import Card
 from helpers.lowering import lower
+from helpers.models import seeded_linear
 from helpers.parity import Probe
 from helpers.questions import Question, Reveal
 
 LESSON = "14_values_that_decide_sizes"
 ROWS, WIDTH = 16, 8  # the token table the app sends: 16 rows of 8 features, the prompt's first, padding after
-
-
-def _seeded_linear(seed: int) -> nn.Linear:
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        return nn.Linear(WIDTH, WIDTH)
 
 
 def token_table(seed: int = 0) -> torch.Tensor:
@@ -36,7 +31,7 @@ class AllRows(nn.Module):
 
     def __init__(self) -> None:
         super().__init__()
-        self.proj = _seeded_linear(14)
+        self.proj = seeded_linear(14, WIDTH, WIDTH)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         return self.proj(tokens)
@@ -47,7 +42,7 @@ class ValidRows(nn.Module):
 
     def __init__(self) -> None:
         super().__init__()
-        self.proj = _seeded_linear(14)
+        self.proj = seeded_linear(14, WIDTH, WIDTH)
 
     def forward(self, tokens: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
         k = n.item()
@@ -87,7 +82,7 @@ class ShortOrLong(nn.Module):
 
     def __init__(self) -> None:
         super().__init__()
-        self.proj = _seeded_linear(16)
+        self.proj = seeded_linear(16, WIDTH, WIDTH)
 
     def forward(self, tokens: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
         k = n.item()
@@ -192,7 +187,7 @@ class Positions(nn.Module):
 
     def __init__(self) -> None:
         super().__init__()
-        self.proj = _seeded_linear(15)
+        self.proj = seeded_linear(15, WIDTH, WIDTH)
 
     def forward(self, tokens: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
         k = n.item()

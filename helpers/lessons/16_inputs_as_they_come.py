@@ -16,17 +16,12 @@ from helpers.doctor.spec import FlatSpec, SpecError, flatten_spec
 from helpers.exercises.grading import Exercise, Verdict, base_context, lowered, parity
 from helpers.interview import Card
 from helpers.lowering import lower
+from helpers.models import seeded_linear
 from helpers.parity import Probe
 from helpers.questions import Question, Reveal
 
 LESSON = "16_inputs_as_they_come"
 SAMPLES = 8  # samples per frame
-
-
-def _seeded_linear(seed: int, n_in: int, n_out: int) -> nn.Linear:
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        return nn.Linear(n_in, n_out)
 
 
 def _values(shape: tuple[int, ...], seed: int) -> torch.Tensor:
@@ -39,7 +34,7 @@ class Denoise(nn.Module):
 
     def __init__(self) -> None:
         super().__init__()
-        self.proj = _seeded_linear(16, SAMPLES, SAMPLES)
+        self.proj = seeded_linear(16, SAMPLES, SAMPLES)
 
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         clean = batch["signal"] - batch["noise"]
@@ -87,7 +82,7 @@ class KeywordDenoise(nn.Module):
 
     def __init__(self) -> None:
         super().__init__()
-        self.proj = _seeded_linear(16, SAMPLES, SAMPLES)
+        self.proj = seeded_linear(16, SAMPLES, SAMPLES)
 
     def forward(self, *, signal: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
         return self.proj(signal - noise)
@@ -106,7 +101,7 @@ class DataclassDenoise(nn.Module):
 
     def __init__(self) -> None:
         super().__init__()
-        self.proj = _seeded_linear(16, SAMPLES, SAMPLES)
+        self.proj = seeded_linear(16, SAMPLES, SAMPLES)
 
     def forward(self, frames: Frames) -> torch.Tensor:
         return self.proj(frames.signal - frames.noise)
@@ -217,7 +212,7 @@ class Scorer(nn.Module):
 
     def __init__(self) -> None:
         super().__init__()
-        self.proj = _seeded_linear(17, FEATURES, 4)
+        self.proj = seeded_linear(17, FEATURES, 4)
 
     def forward(self, batch: dict[str, torch.Tensor], *, prompt: torch.Tensor) -> torch.Tensor:
         mask = batch["mask"]

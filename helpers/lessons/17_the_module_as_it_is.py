@@ -16,18 +16,12 @@ from helpers.artifact import PteArtifact
 from helpers.exercises.grading import Exercise, Verdict, base_context, lowered
 from helpers.interview import Card
 from helpers.lowering import lower, lower_methods
+from helpers.models import seeded, seeded_linear
 from helpers.questions import Question, Reveal
 
 LESSON = "17_the_module_as_it_is"
 SAMPLES = 8  # samples per frame
 STREAM = 6  # frames per stream in the lesson's runs and the exercise's check
-
-
-def _linear(seed: int, n_in: int, n_out: int) -> nn.Linear:
-    """A linear layer initialised from ``seed``, leaving torch's global random state as it was."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        return nn.Linear(n_in, n_out)
 
 
 def frame(seed: int, rows: int = 1) -> torch.Tensor:
@@ -41,9 +35,9 @@ class FrameScorer(nn.Module):
 
     def __init__(self) -> None:
         super().__init__()
-        self.hidden = _linear(17, SAMPLES, 16)
+        self.hidden = seeded_linear(17, SAMPLES, 16)
         self.drop = nn.Dropout(0.3)
-        self.out = _linear(27, 16, 4)
+        self.out = seeded_linear(27, 16, 4)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.out(self.drop(torch.relu(self.hidden(x))))
@@ -121,8 +115,7 @@ def dropout_values(p: float = 0.3, n: int = 10_000) -> dict[str, Any]:
 
     ones = torch.ones(1, n)
     (device,) = lower(Drop().train(), (ones,), backend="portable").run_raw(ones)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
+    with seeded(0):
         eager = Drop().train()(ones)
     return {"torch": sorted({round(v, 4) for v in eager.flatten().tolist()}),
             ".pte": sorted({round(v, 4) for v in device.flatten().tolist()}),
@@ -196,7 +189,7 @@ class Clipper(nn.Module):
 
     def __init__(self) -> None:
         super().__init__()
-        self.proj = _linear(18, SAMPLES, 4)
+        self.proj = seeded_linear(18, SAMPLES, 4)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         scores = self.proj(x)

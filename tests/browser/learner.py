@@ -90,6 +90,18 @@ def shutdown_kernels(server, wait: bool = True) -> None:
         threading.Thread(target=delete, name="shutdown-kernels", daemon=True).start()
 
 
+def close_lesson(lesson: LessonPage | None, page, server) -> None:
+    """Close the lesson's tab (or, if it never opened or will not close, the page: the next test must not inherit
+    it), and shut its kernel down in the background."""
+    try:
+        if lesson is None:
+            raise RuntimeError("the lesson did not open")
+        lesson.close()
+    except Exception:  # noqa: BLE001 - whatever went wrong, the next lesson must not inherit this page
+        page.close()
+    shutdown_kernels(server, wait=False)
+
+
 def assert_nothing_revealed(lesson: LessonPage, name: str) -> None:
     """Before the learner acts, the page holds questions, not answers."""
     texts = lesson.panel.locator(".jp-OutputArea-output").all_inner_texts()
@@ -243,13 +255,7 @@ def use_lesson_like_a_learner(lab_server, page, name: str) -> None:
         page.screenshot(path=str(OUTPUT / "screenshots" / f"{name.removesuffix('.ipynb')}.png"))
         record_latencies(name.removesuffix(".ipynb"), latencies, first_reveals)
     finally:
-        try:
-            if lesson is None:
-                raise RuntimeError("the lesson did not open")
-            lesson.close()
-        except Exception:  # noqa: BLE001 - whatever went wrong, the next lesson must not inherit this page
-            page.close()
-        shutdown_kernels(lab_server, wait=False)
+        close_lesson(lesson, page, lab_server)
 
 
 # ----- what specific lessons must show ---------------------------------------------------------------
@@ -394,10 +400,4 @@ def every_prediction_and_card_on_one_page(lab_server, page) -> None:
         assert not lesson.cut_button_labels(), f"labels cut short: {lesson.cut_button_labels()}"
         assert not lesson.widget_errors(), f"widget errors: {lesson.widget_errors()[:3]}"
     finally:
-        try:
-            if lesson is None:
-                raise RuntimeError("the page did not open")
-            lesson.close()
-        except Exception:  # noqa: BLE001 - whatever went wrong, the next test must not inherit this page
-            page.close()
-        shutdown_kernels(lab_server, wait=False)
+        close_lesson(lesson, page, lab_server)
