@@ -298,4 +298,31 @@ CARDS = [
              "slice_copy, and working out its size asks whether the end is negative, a question about the value "
              "nothing had bounded. A clean export report is not a program that builds; the check is lowering it."),
         )),
+    Card(
+        id="14.worst_case_boxes", lesson=LESSON, topic="data-dependent sizes", kind="diagnosis", held_back=True,
+        question=("A detector's .pte returns only the boxes that pass a score threshold (scores[scores > 0.5] over "
+                  "1,000 candidates). The memory profile on the phone shows its output buffer sized for 1,000 boxes "
+                  "even when 3 pass. A reviewer calls it a leak. Is it, and what would you change?"),
+        answer=("Not a leak: static memory planning. The number of boxes is a size read from data, and ExecuTorch "
+                "plans every buffer once, before any call, at the largest size the tensor can take. A boolean mask "
+                "keeps at most every element, so export bounds the count by the 1,000 candidates itself and the "
+                "plan reserves all of them; each call fills part of the buffer and the output's shape says how many "
+                "boxes came back, so the app reads that shape, not the buffer's capacity. If the worst case is too "
+                "much memory, cap the count in the model (the top k by score, or a torch._check(count <= k) before "
+                "a tensor made from the count) and have the app handle the cap; the plan then holds k."),
+        points=("a data-dependent size is planned at its largest value, once, before any call",
+                "a mask is bounded by its input: the plan holds every candidate",
+                "each call fills part; the output's shape gives the count",
+                "less memory: cap the count in the model (top k, torch._check) and tell the app"),
+        follow_ups=(
+            ("What if the model built a new tensor from the count, say torch.zeros(count, 4)?",
+             "Then nothing bounds it: the count comes from .item() and can be any integer, and ExecuTorch cannot "
+             "plan memory for it, so the build stops at memory planning. A torch._check(count <= k) gives the "
+             "planner its largest size; above k at run time, the runtime refuses the call (the buffer cannot "
+             "grow past its plan)."),
+            ("Why must the app still check the count, with that torch._check in the model?",
+             "Because the device does not: ExecuTorch removes the graph's asserts when it writes the program (RemoveGraphAssertsPass), so a "
+             "value above the promise is refused only if it overflows a planned buffer, and one that fits the plan "
+             "returns silently. The app checks the value before the call."),
+        )),
 ]

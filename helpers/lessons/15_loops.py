@@ -340,4 +340,31 @@ CARDS = [
              "cheap steps the fixed loop inside one call is faster. The app's loop wins when steps are expensive "
              "and the exit usually comes early, as in decoding tokens."),
         )),
+    Card(
+        id="15.same_time", lesson=LESSON, topic="loops", kind="diagnosis", held_back=True,
+        question=("An on-device denoiser refines a frame until it is clean enough. Product notices that clean frames "
+                  "take exactly as long as the noisiest ones, and asks why easy inputs are not faster. What do you "
+                  "tell them, and what would you measure before changing anything?"),
+        answer=("The program has no loop that stops on a value: ExecuTorch 1.5.1 does not emit torch.while_loop, "
+                "so the refinement was exported as a fixed number of steps (unrolled or scan), each masked with "
+                "torch.where so it changes nothing once the frame is clean. Every call runs every step, and time "
+                "follows the cap, not the frame. To make easy frames faster the loop moves to the app: export one "
+                "step and call it until the frame is clean, which costs one runtime call per step. Before moving it "
+                "I measure the runtime call alone for the whole program and for one step, on the device's threads, "
+                "and the distribution of steps real frames need: the app's loop wins when steps are expensive "
+                "against a call and most frames finish early."),
+        points=("no while_loop in a 1.5.1 program: a fixed count of masked steps",
+                "every call runs every step: time follows the cap",
+                "early exit = one step exported, the loop in the app",
+                "measure: the call alone (whole vs one step), the steps real inputs need"),
+        follow_ups=(
+            ("Why not lower the cap so that everything is faster?",
+             "A frame that needs more steps than the cap gets an unfinished answer, silently: the program runs its "
+             "steps and returns. The cap comes from the input contract (the most steps any allowed input needs), "
+             "and the app checks the result before it uses it."),
+            ("What if the cap doubles: does the program grow?",
+             "Unrolled, yes: each step is written into the graph, so the program grows with the cap. With scan the "
+             "step is written once and the runtime jumps back to it, so the size stays the same; its time still "
+             "follows the cap."),
+        )),
 ]
