@@ -302,6 +302,5 @@ assert "linear" in [a.name for a in cond_node.args[3]]  # offset = self.b(x), li
 branch_rows = [r for r in art_cond.delegation().rows if r["region"] != "main"]
 assert branch_rows and all(r["delegated"] == 0 for r in branch_rows)
 assert art_straight.delegation().coverage == 1.0
-assert exercises.get("03.cond_rewrite").check(exercises.solution("03.cond_rewrite")).passed
 print(f"ScaleOrShiftCond: parity with eager on {len(probes)} inputs, sides {sides}; CondLinear's branches on "
-      "portable kernels; Router's cond rewrite passes")
+      "portable kernels")

@@ -289,6 +289,6 @@ timed = timing.latency_spread({"where": art_heavy_where, "cond": art_heavy_cond}
 assert timed["cheap"]["cond"].high < timed["cheap"]["where"].low, timed  # cond skips the MLP
 assert timed["heavy"]["where"].high < timed["heavy"]["cond"].low, timed  # the MLP on XNNPACK beats portable
 assert torch.equal(ratio, torch.tensor([1.0, 0.0, 0.25])) and bool(torch.isnan(centred[0, :2]).all())
-assert err is not None and exercises.get("04.where_rewrite").check(exercises.solution("04.where_rewrite")).passed
+assert err is not None
 print(f"where: parity with the original on {len(probes)} inputs {sides}; HeavyWhere = HeavyCond on both sides; "
       "both heavy-input timing relations held in every round")

@@ -248,6 +248,4 @@ assert picked == {"a", "b"}, picked
 assert hoisted.ok, hoisted
 assert all(art_methods.delegation(m).coverage == 1.0 for m in art_methods.methods)
 assert art_cond.delegation().delegated_nodes == 0
-assert exercises.get("05.hoist").check(exercises.solution("05.hoist")).passed
-print(f"hoisted: parity with ScaleOrShift on {len(hoisted)} inputs, both methods used, both fully delegated; "
-      "CondLinear hoisted by the exercise's solution passes")
+print(f"hoisted: parity with ScaleOrShift on {len(hoisted)} inputs, both methods used, both fully delegated")

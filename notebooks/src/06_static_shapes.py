@@ -384,7 +384,6 @@ weights = sum(p.numel() * 4 for p in wide.parameters())
 assert wide_art.planned_memory_bytes() == 8_256 and 0.8 * weights < held["load_method"] < 1.5 * weights, held
 assert [tuple(meta.input_tensor_meta(i).sizes()) for i in range(meta.num_inputs())] == [(1, 3, 64, 64)]
 assert all(questions.get(q).actual()[0] == "rejected" for q in ("06.camera_frame", "06.same_pixels", "06.channels_last"))
-assert exercises.get("06.read_signature").check(exercises.solution("06.read_signature")).passed
 print(f"parity inside the contract ({report.summary()}); letterboxed frames: {fix_report.summary()}; "
       f"{artifact.delegation().summary()}")
 helpers.set_progress(None)

@@ -405,8 +405,6 @@ except RuntimeError as exc:
     assert "invalid for input of size" in str(exc)
 two = torch.randn(2, 2, generator=g)  # T = 2: valid for HalfDiff in eager, dropped by the derived Dim
 assert half_art.input_contract().violations((two,)) and shapes.HalfDiff()(two).shape == (2, 1)
-for exercise_id in ("07.bound_dim", "07.derived_dim"):
-    assert exercises.get(exercise_id).check(exercises.solution(exercise_id)).passed, exercise_id
 expected = {"07.one_frame": "diverge", "07.wide_frame": "runs it", "07.auto_tokens": "rejects it",
             "07.auto_loop": "a static batch, silently"}
 assert {q: questions.get(q).actual()[0] for q in expected} == expected

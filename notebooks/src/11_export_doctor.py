@@ -445,5 +445,4 @@ assert list(changed) == ["aten_view_copy_default"] and changed["aten_view_copy_d
 assert changed["aten_view_copy_default"][1][0] == 0  # dynamic: none
 assert bert_static.delegation().delegated_subgraphs < bert_report.delegation.delegated_subgraphs
 assert round(100 * bert_report.delegation.coverage) == 37 and bert_report.delegation.delegated_subgraphs == 19
-assert exercises.get("11.gru_step").check(exercises.solution("11.gru_step")).passed
-print("fixed models pass; CLI = notebook; BERT passes, the GRU's length is specialized; the streaming step passes")
+print("fixed models pass; CLI = notebook; BERT passes, the GRU's length is specialized")

@@ -297,5 +297,4 @@ assert "0x12" in refusal and "maximum capacity of 96 elements" in refusal  # 12 
 assert positives.runtime_output_shapes()[0] == (10,)
 assert (branch.stage, branch.kind, branch.source_line) == ("export", "data_dependent", "forward(): if k > 8:")
 assert not draft.issues
-assert exercises.get("14.bound_positions").check(exercises.solution("14.bound_positions")).passed
-print("checked: the guard, the planned sizes, the silent n = -1, the refusal above the plan, the exercise's solution")
+print("checked: the guard, the planned sizes, the silent n = -1, the refusal above the plan")

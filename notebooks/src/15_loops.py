@@ -288,6 +288,5 @@ assert [kind for kind, _ in scanned.instructions()[-5:]][-2] == "JumpFalseCall"
 assert {op: programs["unrolled, 16 steps"].delegation().by_op()[op] for op in ("aten_abs_default", "aten_div_tensor")} == {
     "aten_abs_default": (16, 0), "aten_div_tensor": (16, 0)}  # each step's abs and division delegated
 assert [loops.app_loop(step, loops.frame(p, seed=2))[1] for p in (0.5, 1000.0, 2.0**16)] == [1, 10, 16]
-assert exercises.get("15.stop_at_end").check(exercises.solution("15.stop_at_end")).passed
 print("checked: the export error, the cap's matches and its silent stop, while_loop refused, the sizes, "
-      "the jump, the app's calls, the exercise's solution")
+      "the jump, the app's calls")

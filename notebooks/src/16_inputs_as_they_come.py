@@ -292,10 +292,9 @@ assert row.status == "match"
 assert inputs.export_input_names(inputs.KeywordDenoise(), (), {"noise": noise, "signal": signal}) == ["noise", "signal"]
 assert inputs.export_input_names(inputs.DataclassDenoise(), (inputs.Frames(signal, noise),)) == ["frames_signal",
                                                                                                    "frames_noise"]
-assert exercises.get("16.nested_spec").check(exercises.solution("16.nested_spec")).passed
 assert inferred == {"batch": {"noise": (Dim.DYNAMIC, None), "signal": (Dim.DYNAMIC, None)}}
 assert inferred_pte.runtime_input_shapes() == [(2, 8), (2, 8)] and questions.get("16.recorded_batches").outcome(
 ).actual == "refuses it"
 assert loaded.call_spec.in_spec == bounded.call_spec.in_spec and str(*loaded.range_constraints.values()) == "VR[1, 8]"
 print("checked: the input order, the silent swap, the wrapper, keyword and dataclass orders, the inferred spec and "
-      "its plan, the saved export, the exercise's solution")
+      "its plan, the saved export")
