@@ -48,12 +48,13 @@ from helpers.lessons import shapes
 from helpers.lowering import lower, lower_methods
 from helpers.parity import check_one, compare, probe_inputs
 from helpers.questions import Question, Reveal
+from helpers.serialized import program_operators
 
 LESSON = "10_diagnosis_drills"
 
 
 # ----- the investigation ---------------------------------------------------------------------------
-ANSWERS = (
+FIRST_ANSWERS = (
     "data-dependent control flow",
     "guard on a dynamic dimension",
     "unsupported operator",
@@ -62,6 +63,13 @@ ANSWERS = (
     "partial delegation",
     "healthy",
 )
+# Three more, for the traps of lessons 14, 17 and 18: the last part of the lesson, after lesson 18.
+LATER_ANSWERS = (
+    "data-dependent size",
+    "training-mode export",
+    "delegate numerics",
+)
+ANSWERS = FIRST_ANSWERS + LATER_ANSWERS
 
 # What each answer means, defined before the first drill: where it shows, and what is wrong.
 DEFINITIONS = {
@@ -70,7 +78,8 @@ DEFINITIONS = {
     "guard on a dynamic dimension": "export stops: the code's size logic does not hold for every size the declared "
                                     "Dim allows, and torch names a constraint",
     "unsupported operator": "a build step stops: an operator that stage cannot take (not in Core ATen when lowering, "
-                            "no kernel when the runtime loads the program)",
+                            "a control-flow operator the program cannot hold, no kernel when the runtime loads the "
+                            "program)",
     "input outside the export contract": "the program is right for what it was exported for, and the device sends "
                                          "something else: a shape, a dtype or a baked-in value it was not exported "
                                          "with",
@@ -81,12 +90,20 @@ DEFINITIONS = {
                           "delegate",
     "healthy": "exports, lowers, loads, matches eager on varied inputs inside its contract, and the graph is on the "
                "delegate",
+    "data-dependent size": "export works, and the build stops later: a size read from a tensor's values (.item(), "
+                           "nonzero, a mask) that nothing bounds, so lowering cannot answer a question about it or "
+                           "plan its memory",
+    "training-mode export": "the module was exported in training mode, as it learns: its dropout's random zeros are "
+                            "in the program (a new answer at every call), and a batch norm's batch statistics stop the "
+                            "lowering (their operator is not Core ATen)",
+    "delegate numerics": "the program without a delegate (the portable kernels) agrees with eager, and the delegated "
+                         "one does not: the delegate computes some values differently (a NaN, for one: lesson 18)",
 }
 
 
-def categories() -> Source:
-    """The possible answers of the drills, each defined."""
-    return Source("the answers", "\n".join(f"{answer}: {DEFINITIONS[answer]}." for answer in ANSWERS))
+def categories(answers: tuple[str, ...] = FIRST_ANSWERS) -> Source:
+    """The possible answers of the drills (the first seven, or ``LATER_ANSWERS``), each defined."""
+    return Source("the answers", "\n".join(f"{answer}: {DEFINITIONS[answer]}." for answer in answers))
 
 
 FIXES = {
@@ -103,6 +120,12 @@ FIXES = {
     "partial delegation": "keep the delegated path static (normalize on the host, buckets), or move the declined "
                           "operator out of the dynamic region / out of torch.cond; re-check delegation.",
     "healthy": "nothing to fix: keep the parity test in the export CI job.",
+    "data-dependent size": "promise the value's range right after reading it (torch._check(k >= lo), "
+                           "torch._check(k <= hi)), then have the app check it before the call: the device does not.",
+    "training-mode export": "call .eval() on the module before export (a module torch.export returned cannot: "
+                            "re-export from the model), and keep a check that two calls on one input agree.",
+    "delegate numerics": "find the values the delegate treats differently (feed them in CI); sanitize them on the host "
+                         "(replace NaN, clamp) or keep that operator off the delegate, and compare again.",
 }
 
 
@@ -186,6 +209,11 @@ def investigate(drill: Drill) -> Finding:
         diagnosis = diagnose_export(model, example, dynamic)
     if not diagnosis.ok:
         answer = _KIND_TO_ANSWER.get(diagnosis.kind, "unsupported operator")
+        if diagnosis.stage != "export" and (diagnosis.kind == "data_dependent"
+                                            or "finite upper bound" in diagnosis.message):
+            answer = "data-dependent size"  # export traced it; lowering or memory planning met the unbounded value
+        if "_native_batch_norm_legit_functional" in diagnosis.message:  # batch norm as it trains: batch statistics
+            answer = "training-mode export"
         evidence = [f"{diagnosis.stage}: {diagnosis.summary}"]
         if diagnosis.source_line:
             evidence.append(f"offending line: {diagnosis.source_line}")
@@ -203,12 +231,23 @@ def investigate(drill: Drill) -> Finding:
         evidence += [f"runtime: {row.runtime_message}"] if row.runtime_message else []
         evidence += [f"contract: {row.contract_message}"] if row.contract_message else []
         return Finding("input outside the export contract", evidence)
-    report = compare(reference, artifact, probe_inputs(example, contract=contract))
-    diverging = [r for r in report if r.within_contract and r.status == "diverge"]
+    random_ops = [op for ops in program_operators(artifact.pte_bytes).values() for op in ops if "dropout" in op]
+    if random_ops:
+        evidence.append(f"the program calls {', '.join(random_ops)}; {_repeat_calls(artifact, device)}")
+        return Finding("training-mode export", evidence)
+    probes = probe_inputs(example, contract=contract)
+    report = compare(reference, artifact, probes)
+    diverging = [(r, p) for r, p in zip(report, probes) if r.within_contract and r.status == "diverge"]
     if row.status == "diverge" or diverging:
-        where = [f"device input {row.shapes}"] if row.status == "diverge" else []
-        where += [r.label for r in diverging]
-        evidence.append("inside the contract, the .pte and eager disagree on: " + ", ".join(where))
+        where = [(f"device input {row.shapes}", device)] if row.status == "diverge" else []
+        where += [(r.label, p.args) for r, p in diverging]
+        evidence.append("inside the contract, the .pte and eager disagree on: " + ", ".join(w for w, _ in where))
+        portable = lower(model, example, dynamic_shapes=dynamic, backend="portable")
+        rows = [check_one(reference, portable, args, label=label) for label, args in where]
+        if all(r.status == "match" for r in rows):
+            evidence.append("the same program on the portable kernels only (no delegate) matches eager on each of "
+                            f"them; delegated: {row.describe() if row.status == 'diverge' else diverging[0][0].describe()}")
+            return Finding("delegate numerics", evidence)
         return Finding("silent specialization", evidence)
     delegation = artifact.delegation()
     if delegation.portable_nodes:
@@ -220,9 +259,22 @@ def investigate(drill: Drill) -> Finding:
     return Finding("healthy", evidence)
 
 
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equal element for element, NaN equal to NaN."""
+    return a.shape == b.shape and torch.allclose(a, b, rtol=0, atol=0, equal_nan=True)
+
+
+def _repeat_calls(artifact: PteArtifact, args: tuple[Any, ...], calls: int = 10) -> str:
+    """Whether ``calls`` runs of the program on one input all return the same output (dropout's mask is drawn at
+    every call, from a source no seed reaches: the count of distinct outputs varies, the verdict does not)."""
+    outputs = [artifact.run_raw(*args)[0] for _ in range(calls)]
+    same = all(_same(outputs[0], out) for out in outputs[1:])
+    return f"{calls} calls on the same input {'all return the same output' if same else 'do not all agree'}"
+
+
 def drill(name: str) -> Drill:
     """The drill called ``name``."""
-    found = {d.name: d for d in [*DRILLS, *FIELD_REPORTS]}
+    found = {d.name: d for d in [*DRILLS, *FIELD_REPORTS, *LATER_REPORTS]}
     if name not in found:
         raise KeyError(f"no drill {name!r}; there are: {', '.join(found)}")
     return found[name]
@@ -256,6 +308,8 @@ def seen(which: Drill | str) -> str:
         (out, *_) = diagnosis.artifact.run_raw(*d.device_input())
     except RuntimeRejectedError as exc:
         return f"  the app's log: {exc.reason.split('. Error')[0]}"
+    if not _same(out, diagnosis.artifact.run_raw(*d.device_input())[0]):  # a new answer at every call
+        return f"  no error; the app's output ({'×'.join(map(str, out.shape))}): {_repeat_calls(diagnosis.artifact, d.device_input())}"
     return f"  no error; the app's output: {fmt(out)}"
 
 
@@ -703,9 +757,121 @@ FIELD_REPORTS: list[Drill] = [
 ]
 
 
-def field_reports() -> Source:
-    """The briefs of the field reports on models no lesson shows, one after the other."""
-    return Source("field reports", "\n\n".join(f"── {d.name} ──\n{brief(d).code}" for d in FIELD_REPORTS))
+# ----- after lesson 18: field reports on the traps of lessons 14-18 ---------------------------------
+class PromptPositions(nn.Module):
+    def __init__(self, seed: int = 50):
+        super().__init__()
+        with models.seeded(seed):
+            self.embed = nn.Embedding(32, 8)
+        self.eval()
+
+    def forward(self, length: torch.Tensor) -> torch.Tensor:
+        positions = torch.arange(length.item())
+        return self.embed(positions)
+
+
+class RefineUntilSmall(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        def still_large(y: torch.Tensor) -> torch.Tensor:
+            return y.abs().max() > 1
+
+        def shrink(y: torch.Tensor) -> tuple[torch.Tensor]:
+            return (y * 0.5,)
+
+        return torch.while_loop(still_large, shrink, (x,))[0]
+
+
+class LevelMeter(nn.Module):
+    def __init__(self, seed: int = 51):
+        super().__init__()
+        with models.seeded(seed):
+            self.proj = nn.Linear(8, 2)
+        self.eval()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.proj(x.abs())
+
+
+class PhotoScorer(nn.Module):
+    def __init__(self, seed: int = 48):
+        super().__init__()
+        with models.seeded(seed):
+            self.hidden = nn.Linear(6, 12)
+            self.out = nn.Linear(12, 3)
+        self.drop = nn.Dropout(0.2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(self.drop(torch.relu(self.hidden(x))))
+
+
+class HeatmapPeak(nn.Module):
+    def __init__(self, seed: int = 46):
+        super().__init__()
+        with models.seeded(seed):
+            self.head = nn.Linear(16, 2)
+        self.eval()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        hottest = torch.nn.functional.max_pool2d(x, 2)  # the hottest reading of each 2×2 block
+        return self.head(torch.relu(hottest).flatten(1))
+
+
+def _recorded_levels() -> tuple[nn.Module, tuple[Any, ...], Any]:
+    model, example = LevelMeter(), (torch.randn(2, 8, generator=_g(52)),)
+    recorded = torch.export.AdditionalInputs()
+    for seed, rows in ((53, 5), (54, 3)):
+        recorded.add((torch.randn(rows, 8, generator=_g(seed)),))
+    return model, example, recorded.dynamic_shapes(model, example)
+
+
+def _thermal_frame(seed: int, dead: tuple[int, int] | None = None) -> torch.Tensor:
+    frame = torch.rand(1, 1, 8, 8, generator=_g(seed))
+    if dead is not None:
+        frame[0, 0, dead[0], dead[1]] = float("nan")
+    return frame
+
+
+def _scorer_in_training() -> PhotoScorer:
+    return PhotoScorer().train()  # as the training script left it
+
+
+LATER_REPORTS: list[Drill] = [
+    Drill("positions", "Export succeeds; the build of the .pte stops before the file is written.",
+          "helpers.lower(PromptPositions(), (torch.tensor(5),))  # the prompt's length, as the app sends it",
+          lambda: (PromptPositions(), (torch.tensor(5),), None),
+          lambda: (torch.tensor(7),), "data-dependent size", track="lessons 14-18"),
+    Drill("refine", "The Python while loop was rewritten with torch.while_loop as a blog post advised; "
+          "torch.export.export now succeeds, and the build of the .pte stops.",
+          "helpers.lower(RefineUntilSmall(), (torch.randn(2, 4) * 10,))",
+          lambda: (RefineUntilSmall(), (torch.randn(2, 4, generator=_g(55)) * 10,), None),
+          lambda: (torch.randn(2, 4, generator=_g(56)) * 10,), "unsupported operator", track="lessons 14-18"),
+    Drill("recorded_batches", "Export was given the app's recorded batches (5 and 3 rows) so that torch could work out "
+          "what varies, and verified them all; on the phone the 5-row batch fails with one line in the log.",
+          "recorded = torch.export.AdditionalInputs(); recorded.add((batch_of_5,)); recorded.add((batch_of_3,))\n"
+          "helpers.lower(LevelMeter(), (batch_of_2,), dynamic_shapes=recorded.dynamic_shapes(LevelMeter(), "
+          "(batch_of_2,)))",
+          _recorded_levels, lambda: (torch.randn(5, 8, generator=_g(57)),), "input outside the export contract",
+          track="lessons 14-18"),
+    Drill("photo_scores", "Scoring the same photo twice on the phone gives two different scores; the notebook's "
+          "scores are the same every time.",
+          "model = PhotoScorer(); train(model)  # the training script, then straight to export:\n"
+          "helpers.lower(model, (torch.randn(2, 6),))",
+          lambda: (_scorer_in_training(), (torch.randn(2, 6, generator=_g(49)),), None),
+          lambda: (torch.randn(2, 6, generator=_g(58)),), "training-mode export",
+          reference=lambda: PhotoScorer().eval(), track="lessons 14-18"),
+    Drill("dead_sensor", "A thermal camera has a dead sensor that reads NaN. In the notebook the frames it touches "
+          "score NaN and the app drops them; on the phone the same frames get ordinary-looking scores.",
+          "helpers.lower(HeatmapPeak(), (torch.rand(1, 1, 8, 8),))",
+          lambda: (HeatmapPeak(), (_thermal_frame(47),), None),
+          lambda: (_thermal_frame(59, dead=(2, 4)),), "delegate numerics", track="lessons 14-18"),
+]
+
+
+def field_reports(reports: list[Drill] | None = None) -> Source:
+    """The briefs of the field reports on models no lesson shows (``FIELD_REPORTS``, or ``reports``), one after the
+    other."""
+    chosen = FIELD_REPORTS if reports is None else reports
+    return Source("field reports", "\n\n".join(f"── {d.name} ──\n{brief(d).code}" for d in chosen))
 
 
 def check_all(answers: dict[str, str | None]) -> dict[str, Finding | None]:
@@ -780,7 +946,7 @@ def _batch_loop() -> Reveal:
 QUESTIONS = [
     Question("10.batch_loop", LESSON,
              "BatchLoop (a Python for over the batch) was exported with a batch of 3; the device sends a batch of 4. "
-             "Which diagnosis do the tools give?", ANSWERS, _batch_loop),
+             "Which diagnosis do the tools give?", FIRST_ANSWERS, _batch_loop),
 ]
 
 
