@@ -66,7 +66,8 @@ FIXES = {
     "ok": "Export, lowering and loading succeed. Now prove parity on varied inputs (helpers.compare).",
 }
 
-_DATA_DEPENDENT = ("data-dependent", "data dependent", "GuardOnDataDependentSymNode", "DataDependentOutputException")
+_DATA_DEPENDENT = ("data-dependent", "data dependent", "GuardOnDataDependentSymNode", "DataDependentOutputException",
+                   "Cannot evaluate a finite upper bound")  # memory planning (exir/sym_util.py) on a value read from data
 _CONSTRAINT = ("Constraints violated", "ConstraintViolation", "satisfy the generated guard", "specialized it to be a "
                "constant", "not in range")
 _UNSUPPORTED = ("no fake impl", "fake kernel", "not in Core ATen", "not found", "Missing operator",
@@ -249,6 +250,9 @@ def _summary(kind: str, exc: BaseException, source: str | None, operator: str | 
     if kind == "data_dependent" and stage == "lower" and _unbacked_guard(message):
         return (f"data-dependent: lowering asked whether {_unbacked_guard(message)}, where u… is a value read from "
                 "data (an .item(), a mask), and nothing in forward() says what that value can be")
+    if kind == "data_dependent" and stage == "lower" and "finite upper bound" in message:
+        return ("data-dependent: memory planning needs every tensor's largest size, and a size read from data (an "
+                ".item(), a mask) has none: nothing in forward() bounds it")
     if kind == "data_dependent":
         what = "a `while` loop on a tensor" if source and "while " in source else (
             "a tensor value turned into a Python number" if re.search(r"\.item\(\)|int\(|float\(", source or "")
@@ -288,7 +292,7 @@ def diagnose_exception(exc: BaseException, stage: str, exported: Any = None) -> 
         located = _original_frame(message)
     source = located.source if located else None
     fix = FIXES[kind]
-    if kind == "data_dependent" and stage == "lower" and _unbacked_guard(message):
+    if kind == "data_dependent" and stage == "lower" and (_unbacked_guard(message) or "finite upper bound" in message):
         fix = ("A value read from data (.item(), nonzero, a mask) became a size or an index, and lowering asked a "
                "question about it that nothing answers. Right after reading it, promise its range in forward(): "
                "torch._check(k >= lo) and torch._check(k <= hi). Export uses the promises to answer such questions, "

@@ -141,3 +141,16 @@ def test_the_librarys_own_failure_is_not_the_models(monkeypatch):
 
     d = helpers.diagnose_export(RaisesInForward(), (torch.randn(2),))  # raised by the model: diagnosed
     assert (d.kind, d.stage) == ("other", "export") and "a bug in the model" in d.summary
+
+
+def test_a_size_read_from_data_that_memory_planning_cannot_bound_is_data_dependent():
+    """ExecuTorch's memory planning ('Cannot evaluate a finite upper bound', exir/sym_util.py) on a size from .item():
+    the same kind, and the same fix (promise the range), as lowering's guard on such a value."""
+
+    class Positions(torch.nn.Module):
+        def forward(self, length):
+            return torch.arange(length.item()).float()
+
+    d = helpers.diagnose_export(Positions(), (torch.tensor(5),))
+    assert (d.stage, d.kind) == ("lower", "data_dependent"), d
+    assert "finite upper bound" in d.message and "memory planning" in d.summary and "torch._check" in d.fix

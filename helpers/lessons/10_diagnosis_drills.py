@@ -209,8 +209,7 @@ def investigate(drill: Drill) -> Finding:
         diagnosis = diagnose_export(model, example, dynamic)
     if not diagnosis.ok:
         answer = _KIND_TO_ANSWER.get(diagnosis.kind, "unsupported operator")
-        if diagnosis.stage != "export" and (diagnosis.kind == "data_dependent"
-                                            or "finite upper bound" in diagnosis.message):
+        if diagnosis.stage != "export" and diagnosis.kind == "data_dependent":
             answer = "data-dependent size"  # export traced it; lowering or memory planning met the unbounded value
         if "_native_batch_norm_legit_functional" in diagnosis.message:  # batch norm as it trains: batch statistics
             answer = "training-mode export"
