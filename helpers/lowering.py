@@ -38,6 +38,7 @@ from typing import Any, NamedTuple
 import torch
 
 from . import cache, serialized
+from ._decomp_memo import registry_survey_memoized
 from ._quiet import captured_output, import_executorch_quietly, runtime_log_lines
 from ._runtime import load_program
 from .artifact import _LIVE_PROGRAMS, PteArtifact, RuntimeRejectedError
@@ -393,7 +394,7 @@ def _lower_to_edge(exported: dict[str, torch.export.ExportedProgram], backend: s
 
     progress.step(f"lowering to {backend}")
     partitioner = [_xnnpack_partitioner()] if backend == "xnnpack" else []
-    with _stage("lower"), captured_output(), _partitioner_reasons() as reasons:
+    with _stage("lower"), captured_output(), _partitioner_reasons() as reasons, registry_survey_memoized():
         edge = to_edge_transform_and_lower(dict(exported), partitioner=partitioner)
     return edge, reasons
 
@@ -420,7 +421,7 @@ def _build(methods: dict[str, tuple[torch.nn.Module, tuple[Any, ...], Any]],
 
     edge, reasons = lowered
     edge = _with_constant_methods(edge, list(exported), options.constant_methods)
-    with _stage("lower"), captured_output():
+    with _stage("lower"), captured_output(), registry_survey_memoized():
         progress.step("to_executorch (memory planning)")
         program = (edge.to_executorch(ExecutorchBackendConfig(
             memory_planning_pass=MemoryPlanningPass(share_mutable_buffers=True)))
