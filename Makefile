@@ -42,13 +42,15 @@ lab: $(STAMP)
 	$(BIN)/python tools/lab.py --notebook-dir=notebooks --ServerApp.ip=127.0.0.1 --ServerApp.open_browser=False \
 		--LabApp.app_settings_dir=$(CURDIR)/jupyter $(ROOT_FLAG) $(LAB_ARGS)
 
-# Two pytest workers on two cores: one torch (OpenMP) thread per process, kernels and JupyterLab's included. With
-# torch's default (one thread per core) each worker's threads spin-wait for cores the other worker holds: the suite
-# took 898 s instead of 776 s on 2 cores (measured 2026-12-05). Lessons that time something say how many threads.
+# Three pytest workers on two cores, one torch (OpenMP) thread per process, kernels and JupyterLab's included. With
+# torch's default (one thread per core) each worker's threads spin-wait for cores the other workers hold: the suite
+# took 898 s instead of 776 s on 2 cores (measured 2026-12-05). A third worker uses the time the others spend
+# waiting (for a kernel, a subprocess, a page, a build another process holds): 700 s against 756 s with two on
+# 2026-12-07 (README). Lessons that time something say how many threads.
 test: $(STAMP)
 	bash tools/ensure_chromium.sh
 	$(MAKE) --no-print-directory lint sync-check
-	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder tests notebooks --nbval --nbval-current-env \
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 3 --dist loadfile --no-loadscope-reorder tests notebooks --nbval --nbval-current-env \
 		--nbval-sanitize-with tests/sanitize.cfg --nbval-cell-timeout=900 -p no:randomly
 
 unit: $(STAMP)

@@ -7,7 +7,8 @@ JupyterLab server. The lowered-program cache is shared by every process of the r
 (``helpers.cache.build_lock``: a program that two processes need is built once).
 
 The browser tests go last: by then the unit tests and nbval have built every program the lessons
-lower, so the two browser files (one per track, one per worker) run on a warm cache, side by side.
+lower, so the three browser files (a third of the lessons each, one per worker) run on a warm cache, side by
+side.
 
 The browser tests' reaction times are summarised here, by the process that prints the report.
 """

@@ -1,7 +1,7 @@
 """A learner in the browser: open a widget lesson in JupyterLab (headless Chromium), run it, use it.
 
-:func:`use_lesson_like_a_learner` is the body of the browser tests (``test_lessons_in_browser_*_half.py``,
-every other lesson of :func:`browser_lessons` in each, so that `make test`'s two workers each take one half). For a notebook that displays
+:func:`use_lesson_like_a_learner` is the body of the browser tests (``test_lessons_in_browser_*_third.py``,
+every third lesson of :func:`browser_lessons` in each, so that `make test`'s three workers each take one third). For a notebook that displays
 widgets: Run All, then move sliders, click toggle buttons, pick dropdown values, tick boxes and
 press Reveal, and check that the verdict rendered in the page changes to what the real runtime
 says. Fails on "Error displaying widget", on widget-manager console errors and on tracebacks.
