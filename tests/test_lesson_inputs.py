@@ -95,6 +95,26 @@ def test_inferred_dims_have_no_max_so_the_pte_refuses_the_recorded_batches_that_
     assert questions.get("16.recorded_batches").outcome().actual == "refuses it"
 
 
+def test_torch_calls_the_inferred_specs_none_deprecated_and_dim_static_is_the_same_program_without_the_log():
+    import logging
+
+    logger = logging.getLogger("torch.export.dynamic_shapes")
+    before = (logger.level, logger.propagate, list(logger.handlers), logging.root.manager.disable)
+    example = (INPUTS.loader_batch(),)
+    recorded = INPUTS.recorded_inputs()
+    with INPUTS.spec_log() as said:
+        inferred = torch.export.export(INPUTS.Denoise(), example, dynamic_shapes=recorded)
+    assert said == ["Using None as a dynamic shape dimension is deprecated. Please use Dim.STATIC instead"] * 2
+    assert (logger.level, logger.propagate, list(logger.handlers), logging.root.manager.disable) == before
+    rewritten = {"batch": {name: (Dim.DYNAMIC, Dim.STATIC) for name in ("noise", "signal")}}
+    with INPUTS.spec_log() as said:
+        static = torch.export.export(INPUTS.Denoise(), example, dynamic_shapes=rewritten)
+    assert said == []
+    assert [str(r) for r in static.range_constraints.values()] == \
+        [str(r) for r in inferred.range_constraints.values()] == ["VR[2, int_oo]"]
+    assert str(static.graph) == str(inferred.graph)
+
+
 def test_a_saved_export_loads_in_a_process_without_the_model_class_and_keeps_its_contract(tmp_path):
     import subprocess
     import sys
@@ -137,6 +157,17 @@ def test_a_dataclass_input_saves_only_when_registered_with_a_name():
     if _NamedFrames not in SUPPORTED_NODES:
         torch.export.register_dataclass(_NamedFrames, serialized_type_name="exportlab_tests.NamedFrames")
     named = _NamedFrames(frames.signal, frames.noise)
-    loaded = INPUTS.save_and_load(torch.export.export(INPUTS.DataclassDenoise(), (named,)))
+    # Loading it, torch falls back to weights_only=False (this test's class is not on its allow-list) and logs a
+    # warning whose format string has two %s and one argument (torch 2.13, _export/serde/serialize.py): formatting
+    # it raises in pytest's log handler: this test failed whenever the file ran on its own.
+    import logging
+
+    serialize_log = logging.getLogger("torch._export.serde.serialize")
+    level = serialize_log.level
+    serialize_log.setLevel(logging.ERROR)
+    try:
+        loaded = INPUTS.save_and_load(torch.export.export(INPUTS.DataclassDenoise(), (named,)))
+    finally:
+        serialize_log.setLevel(level)
     with torch.no_grad():
         assert torch.allclose(loaded.module()(named), INPUTS.DataclassDenoise()(frames))

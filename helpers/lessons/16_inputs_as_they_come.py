@@ -4,7 +4,10 @@ exercise (``16.nested_spec``) and its interview card."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import logging
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -134,6 +137,32 @@ def recorded_inputs() -> torch.export.AdditionalInputs:
     for i, rows in enumerate(RECORDED_ROWS):
         recorded.add((loader_batch(seed=20 + i, rows=rows),))
     return recorded
+
+
+@contextlib.contextmanager
+def spec_log() -> Iterator[list[str]]:
+    """The messages ``torch.export`` logs about a ``dynamic_shapes`` spec while the block runs (its logger
+    ``torch.export.dynamic_shapes``), collected into the list instead of printed: the lessons' kernel hides torch's
+    log lines, which carry timestamps."""
+    logger = logging.getLogger("torch.export.dynamic_shapes")
+    said: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            said.append(record.getMessage())
+
+    saved = (logger.level, logger.propagate, logger.handlers, logging.root.manager.disable)
+    logger.handlers = [Collect(logging.WARNING)]  # torch gives this logger a stderr handler of its own
+    logger.setLevel(logging.WARNING)
+    logger.propagate = False
+    logging.disable(logging.NOTSET)
+    try:
+        yield said
+    finally:
+        logger.setLevel(saved[0])
+        logger.propagate = saved[1]
+        logger.handlers = saved[2]
+        logging.disable(saved[3])
 
 
 def inferred_program() -> tuple[PteArtifact, FlatSpec]:

@@ -179,6 +179,21 @@ print("verify(): the exported program accepts every recorded batch")
 print("the rows axis's range:", *exported.range_constraints.values())  # int_oo: torch's infinity
 
 # %% [markdown]
+# One range: the samples axis stayed static, as the `None`s said. That export also logged something, which this
+# kernel hides (torch's log lines carry timestamps). The same export, with torch's messages about the spec collected:
+
+# %%
+with inputs.spec_log() as said:
+    torch.export.export(inputs.Denoise(), (batch,), dynamic_shapes=recorded)
+for message in said:
+    print("torch.export:", message)
+
+# %% [markdown]
+# Once per `None` (one in each tensor's spec): the spec that torch's own `AdditionalInputs` writes uses a spelling
+# torch's exporter calls deprecated. The axis is still static today; if you copy an inferred spec into your code,
+# write `Dim.STATIC` where it says `None`.
+
+# %% [markdown]
 # The exporter lowers that program for XNNPACK and the app sends it the first recorded batch. Predict:
 
 # %%
@@ -293,8 +308,10 @@ assert inputs.export_input_names(inputs.KeywordDenoise(), (), {"noise": noise, "
 assert inputs.export_input_names(inputs.DataclassDenoise(), (inputs.Frames(signal, noise),)) == ["frames_signal",
                                                                                                    "frames_noise"]
 assert inferred == {"batch": {"noise": (Dim.DYNAMIC, None), "signal": (Dim.DYNAMIC, None)}}
+assert said == ["Using None as a dynamic shape dimension is deprecated. Please use Dim.STATIC instead"] * 2
+assert len(exported.range_constraints) == 1  # one symbol: the rows; the samples axis is static
 assert inferred_pte.runtime_input_shapes() == [(2, 8), (2, 8)] and questions.get("16.recorded_batches").outcome(
 ).actual == "refuses it"
 assert loaded.call_spec.in_spec == bounded.call_spec.in_spec and str(*loaded.range_constraints.values()) == "VR[1, 8]"
-print("checked: the input order, the silent swap, the wrapper, keyword and dataclass orders, the inferred spec and "
-      "its plan, the saved export")
+print("checked: the input order, the silent swap, the wrapper, keyword and dataclass orders, the inferred spec, "
+      "torch's log about its None, its plan, the saved export")
