@@ -10,7 +10,8 @@ Two kinds of help live here:
 - :func:`silence_library_noise` changes *process-wide* warning filters and log levels. Importing
   ``helpers`` never calls it: a lesson kernel opts in (``tools/kernelspec.py`` writes the kernel's
   start-up lines) and so does the doctor's ``main``; inside someone else's program nothing global changes.
-- :func:`captured_output`, :func:`import_executorch_quietly` and :func:`draft_export_trace` are scoped:
+- :func:`captured_output`, :func:`log_records`, :func:`import_executorch_quietly` and :func:`draft_export_trace`
+  are scoped:
   they *capture* what is information (the runtime's reason for refusing an input) for the duration of
   one call, so the rest of ``helpers`` can put that text into an exception or a report, and leave the
   process's settings as they were afterwards.
@@ -25,7 +26,8 @@ import os
 import re
 import tempfile
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 _SILENCED = False
 
@@ -143,6 +145,43 @@ def silence_library_noise_after_import() -> None:
     for name in ("torch._export", "torch.export._trace", "torch.fx.experimental.symbolic_shapes", "torch._dynamo",
                  "torch._subclasses.fake_tensor"):
         logging.getLogger(name).setLevel(logging.CRITICAL)
+
+
+@contextlib.contextmanager
+def log_records(name: str, level: int,
+                keep: Callable[[logging.LogRecord], Any] = lambda record: record) -> Iterator[list[Any]]:
+    """Every record the logger ``name`` (or one of its children) emits at ``level`` or above while the block runs,
+    as ``keep(record)`` taken when it is emitted (a record may refer to objects that change later: the partitioner's
+    refer to graph nodes) and appended to the yielded list unless ``None``; printed nowhere. For the block, the logger's own handlers are set aside (torch gives
+    some loggers a stderr handler of their own), it does not propagate, its children defer to its level, and
+    logging is not paused (a lesson kernel pauses it); all of it is restored after."""
+    records: list[Any] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            kept = keep(record)
+            if kept is not None:
+                records.append(kept)
+
+    logger = logging.getLogger(name)
+    children = [logging.getLogger(n) for n in list(logging.root.manager.loggerDict) if n.startswith(name + ".")]
+    saved = (logger.level, logger.propagate, logger.handlers, logging.root.manager.disable,
+             [child.level for child in children])
+    logger.handlers = [Keep(level)]
+    logger.setLevel(level)
+    logger.propagate = False
+    for child in children:
+        child.setLevel(logging.NOTSET)  # defer to the parent's level
+    logging.disable(logging.NOTSET)
+    try:
+        yield records
+    finally:
+        logger.setLevel(saved[0])
+        logger.propagate = saved[1]
+        logger.handlers = saved[2]
+        logging.disable(saved[3])
+        for child, child_level in zip(children, saved[4]):
+            child.setLevel(child_level)
 
 
 @contextlib.contextmanager

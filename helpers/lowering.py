@@ -39,7 +39,7 @@ import torch
 
 from . import cache, serialized
 from ._decomp_memo import registry_survey_memoized
-from ._quiet import captured_output, import_executorch_quietly, runtime_log_lines
+from ._quiet import captured_output, import_executorch_quietly, log_records, runtime_log_lines
 from ._runtime import load_program
 from .artifact import _LIVE_PROGRAMS, PteArtifact, RuntimeRejectedError
 from .contract import contract_from_export, forward_parameter_names
@@ -311,37 +311,14 @@ def _partitioner_reasons() -> Iterator[list[tuple[str, str, str]]]:
     keeps them. Only that subtree is set to DEBUG: at DEBUG the XNNPACK *serializer* would also write
     every delegate graph to a JSON file in the working directory.
     """
-    found: list[tuple[str, str, str]] = []
+    def reason_of(record: logging.LogRecord) -> tuple[str, str, str] | None:
+        why = record.msg
+        node = getattr(why, "node", None)
+        reason = getattr(why, "reason", None)
+        return (str(node.name), _op_name(node), str(reason)) if node is not None and reason else None
 
-    class Keep(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            why = record.msg
-            node = getattr(why, "node", None)
-            reason = getattr(why, "reason", None)
-            if node is not None and reason:
-                found.append((str(node.name), _op_name(node), str(reason)))
-
-    logger = logging.getLogger("executorch.backends.xnnpack.partition")
-    handler = Keep(level=logging.DEBUG)
-    saved = (logger.level, logger.propagate, logging.root.manager.disable)
-    children = [logging.getLogger(n) for n in list(logging.root.manager.loggerDict)
-                if n.startswith("executorch.backends.xnnpack.partition.")]
-    child_levels = [c.level for c in children]
-    logger.addHandler(handler)
-    logger.setLevel(logging.DEBUG)
-    logger.propagate = False
-    for child in children:
-        child.setLevel(logging.NOTSET)  # defer to the parent's DEBUG level
-    logging.disable(logging.NOTSET)
-    try:
+    with log_records("executorch.backends.xnnpack.partition", logging.DEBUG, keep=reason_of) as found:
         yield found
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(saved[0])
-        logger.propagate = saved[1]
-        for child, level in zip(children, child_levels):
-            child.setLevel(level)
-        logging.disable(saved[2])
 
 
 def _op_name(node: torch.fx.Node) -> str:

@@ -14,6 +14,7 @@ import torch
 from torch import nn
 from torch.export import Dim
 
+from helpers._quiet import log_records
 from helpers.artifact import PteArtifact, RuntimeRejectedError
 from helpers.doctor.spec import FlatSpec, SpecError, flatten_spec
 from helpers.exercises.grading import Exercise, Verdict, base_context, lowered, parity
@@ -144,25 +145,8 @@ def spec_log() -> Iterator[list[str]]:
     """The messages ``torch.export`` logs about a ``dynamic_shapes`` spec while the block runs (its logger
     ``torch.export.dynamic_shapes``), collected into the list instead of printed: the lessons' kernel hides torch's
     log lines, which carry timestamps."""
-    logger = logging.getLogger("torch.export.dynamic_shapes")
-    said: list[str] = []
-
-    class Collect(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            said.append(record.getMessage())
-
-    saved = (logger.level, logger.propagate, logger.handlers, logging.root.manager.disable)
-    logger.handlers = [Collect(logging.WARNING)]  # torch gives this logger a stderr handler of its own
-    logger.setLevel(logging.WARNING)
-    logger.propagate = False
-    logging.disable(logging.NOTSET)
-    try:
+    with log_records("torch.export.dynamic_shapes", logging.WARNING, keep=logging.LogRecord.getMessage) as said:
         yield said
-    finally:
-        logger.setLevel(saved[0])
-        logger.propagate = saved[1]
-        logger.handlers = saved[2]
-        logging.disable(saved[3])
 
 
 def inferred_program() -> tuple[PteArtifact, FlatSpec]:
