@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
-
 import pytest
 import torch
 
@@ -16,16 +13,25 @@ from helpers.serialized import program_operators
 LOADING = course.lesson(18)
 
 
-def test_the_ci_build_writes_a_program_that_fails_load_method_with_operator_missing():
+def test_the_ci_build_writes_a_program_that_fails_load_method_with_operator_missing(tmp_path, monkeypatch):
+    monkeypatch.setenv("EXPORTLAB_CACHE_DIR", str(tmp_path / "cache"))  # the lesson's call builds it: nothing kept yet
     example = (LOADING.windows(0),)
-    with tempfile.TemporaryDirectory() as folder:
-        path = LOADING.build_like_ci(LOADING.MedianFilter(), example, Path(folder))
-        pte = path.read_bytes()
-        said, log = LOADING.load_and_run(path, example)
+    path = LOADING.built_like_ci(LOADING.MedianFilter(), example, tmp_path)
+    pte = path.read_bytes()
+    said, log = LOADING.load_and_run(path, example)
     assert "0x:14" in said, said
     assert any("kernel 'aten::sort.values' not found" in line for line in log), log
     assert "aten::sort.values" in program_operators(pte)["forward"]
     assert LOADING.missing_operators(pte) == {"forward": ["aten::sort.values"]}
+
+    def no_build(*args):
+        raise AssertionError("built again")
+
+    monkeypatch.setattr(LOADING, "build_like_ci", no_build)
+    (tmp_path / "again").mkdir()
+    assert LOADING.built_like_ci(LOADING.MedianFilter(), example, tmp_path / "again").read_bytes() == pte
+    with pytest.raises(AssertionError, match="built again"):  # another exported program is another file
+        LOADING.built_like_ci(LOADING.solve_median_loads(), example, tmp_path / "again")
 
 
 def test_a_program_whose_kernels_exist_has_nothing_missing_and_loads():

@@ -61,7 +61,8 @@ questions.ask("16.key_order")
 with torch.no_grad():
     eager = inputs.Denoise()(batch)
 (app_out,) = program.run_raw(batch["signal"], batch["noise"])
-print(f"max |.pte - eager|: {(app_out - eager).abs().max():.3f}")
+print("eager:", helpers.fmt(eager[0]))
+print(".pte: ", helpers.fmt(app_out[0]), f"· max |.pte - eager| = {(app_out - eager).abs().max():.3f}")
 
 # %%
 print("the .pte's inputs, in order:", flat.names)

@@ -48,9 +48,13 @@ print("windows:", tuple(example[0].shape), "→ medians:", loading.MedianFilter(
 # %%
 show_source(loading.build_like_ci)
 
+# %% [markdown]
+# (`built_like_ci` runs `build_like_ci` the first time and keeps the file it writes in the lessons' cache, keyed on
+# the exported program and the library versions: a second Run All copies it instead of lowering again.)
+
 # %%
 workdir = tempfile.TemporaryDirectory()  # removed when the kernel stops
-path = loading.build_like_ci(loading.MedianFilter(), example, Path(workdir.name))
+path = loading.built_like_ci(loading.MedianFilter(), example, Path(workdir.name))
 print("built:", path.name, "· its first bytes:", path.read_bytes()[4:8])  # the FlatBuffer's file identifier
 
 # %% [markdown]

@@ -59,6 +59,7 @@ _FIRST_VERDICT_JS = r"""
       if (out.querySelector('.exportlab-verdict')) return true;
       const text = out.textContent || '';
       if (/^\.pte\b/m.test(text) || text.includes('RuntimeRejectedError')) return true;  // a .pte's own result
+      if (/Failed to load method \w+, error: 0x/.test(text)) return true;  // the runtime refused to load it
       if (text.includes('→ .pte (')) seenPte = true;
       if (seenPte && /\b(match|matches|diverge|diverges|rejected|refused)\b/.test(text)) return true;
     }
@@ -219,7 +220,8 @@ class LessonPage:
         """Clear the stored outputs, Run All, and return the seconds until the first verdict is in the DOM.
 
         A verdict is an ``.exportlab-verdict`` element, a line starting with ``.pte`` (the lessons print a
-        program's result that way, next to eager's), the runtime refusing an input, or an output that names one
+        program's result that way, next to eager's), the runtime refusing an input or a method (``Failed to load
+        method …, error: 0x…``), or an output that names one
         (match, diverge, rejected, refused) in or after the first cell that loaded a ``.pte`` ("→ .pte (…)").
         """
         self.page.evaluate("() => window.jupyterapp.commands.execute('notebook:clear-all-cell-outputs')")
