@@ -19,7 +19,7 @@ import logging
 import math
 import re
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,8 +49,10 @@ class Probe:
 
 
 # ----- probe generation ---------------------------------------------------------------------------
-def _values_like(t: torch.Tensor, shape: tuple[int, ...], kind: str, gen: torch.Generator) -> torch.Tensor:
-    """A tensor of ``shape`` shaped like example ``t`` (same dtype, same value range for integers)."""
+def _values_like(t: torch.Tensor, shape: tuple[int, ...], kind: str, gen: torch.Generator,
+                 value_range: tuple[int, int] | None = None) -> torch.Tensor:
+    """A tensor of ``shape`` shaped like example ``t`` (same dtype; integers in ``value_range``, inclusive, or else in
+    the example's own range)."""
     if t.dtype == torch.bool:
         if kind == "zeros":
             return torch.zeros(shape, dtype=torch.bool)
@@ -58,9 +60,12 @@ def _values_like(t: torch.Tensor, shape: tuple[int, ...], kind: str, gen: torch.
             return torch.ones(shape, dtype=torch.bool)
         return torch.rand(shape, generator=gen) > 0.5
     if not t.dtype.is_floating_point:
-        # Integers are usually indices (token ids): stay inside the example's range.
-        lo = int(t.min()) if t.numel() else 0
-        hi = int(t.max()) if t.numel() else 1
+        # Integers are usually indices (token ids, positions): stay inside the range they may take.
+        if value_range is not None:
+            lo, hi = value_range
+        else:
+            lo = int(t.min()) if t.numel() else 0
+            hi = int(t.max()) if t.numel() else 1
         if kind == "zeros":
             return torch.full(shape, lo, dtype=t.dtype)
         if kind == "extremes":
@@ -81,11 +86,11 @@ def _values_like(t: torch.Tensor, shape: tuple[int, ...], kind: str, gen: torch.
 
 
 def _same_shape_args(example: tuple[Any, ...], shapes: list[tuple[int, ...] | None], kind: str,
-                     gen: torch.Generator) -> tuple[Any, ...]:
+                     gen: torch.Generator, ranges: Sequence[tuple[int, int] | None] = ()) -> tuple[Any, ...]:
     out = []
-    for arg, shape in zip(example, shapes):
+    for i, (arg, shape) in enumerate(zip(example, shapes)):
         if isinstance(arg, torch.Tensor) and shape is not None:
-            out.append(_values_like(arg, shape, kind, gen))
+            out.append(_values_like(arg, shape, kind, gen, ranges[i] if i < len(ranges) else None))
         else:
             out.append(arg)
     return tuple(out)
@@ -150,7 +155,8 @@ def _finite(value: Any) -> int | None:
 
 
 def probe_inputs(example_args: Any, dynamic_shapes: Any = None, *, seed: int = 0,
-                 model: torch.nn.Module | None = None, contract: InputContract | None = None) -> list[Probe]:
+                 model: torch.nn.Module | None = None, contract: InputContract | None = None,
+                 value_ranges: Mapping[str, tuple[int, int]] | None = None) -> list[Probe]:
     """A varied, deterministic input set around ``example_args``.
 
     - values at the example's shapes: the example itself, random, positive, negative, zeros,
@@ -163,15 +169,33 @@ def probe_inputs(example_args: Any, dynamic_shapes: Any = None, *, seed: int = 0
     name every argument, pass ``model=`` so its keys can be matched to ``forward()``. Pass
     ``contract=artifact.input_contract()`` to probe the ranges export actually assumed (e.g. a
     ``Dim.AUTO`` that export narrowed) instead of the declared ones.
+
+    ``value_ranges``: ``{input name: (low, high)}``, the values an integer input takes in the app, both ends
+    included (token ids ``(0, vocab - 1)``, positions ``(0, max_cache_len - 1)``); the generated values of that input
+    are drawn from it instead of from the example's own range, and two more probes hold it at each end. Names as
+    :func:`value_range_names` gives them.
     """
     if isinstance(example_args, torch.Tensor):
         example_args = (example_args,)
     example = tuple(example_args)
     gen = torch.Generator().manual_seed(seed)
     base_shapes = [tuple(a.shape) if isinstance(a, torch.Tensor) else None for a in example]
+    if contract is not None:
+        arg_names: list[str] | None = [spec.name for spec in contract.inputs]
+    else:
+        arg_names = forward_parameter_names(model) if model is not None else None
+    ranges = _ranges_by_position(example, arg_names, value_ranges or {})
     probes = [Probe("example", example)]
     for kind in ("random", "positive", "negative", "zeros", "ones", "large", "small", "extremes"):
-        probes.append(Probe(f"values: {kind}", _same_shape_args(example, base_shapes, kind, gen)))
+        probes.append(Probe(f"values: {kind}", _same_shape_args(example, base_shapes, kind, gen, ranges)))
+    for i, value_range in enumerate(ranges):  # each end of a given range, the other inputs random
+        if value_range is None:
+            continue
+        who = arg_names[i] if arg_names is not None and i < len(arg_names) else f"input {i}"
+        for end, value in zip(("lowest", "highest"), value_range):
+            held = list(_same_shape_args(example, base_shapes, "random", gen, ranges))
+            held[i] = torch.full(tuple(example[i].shape), value, dtype=example[i].dtype)
+            probes.append(Probe(f"values: {who} at its {end}, {value}", tuple(held)))
 
     if contract is not None:
         groups, dynamic_axes = _groups_from_contract(contract, example)
@@ -197,7 +221,7 @@ def probe_inputs(example_args: Any, dynamic_shapes: Any = None, *, seed: int = 0
             shapes = _resized(base_shapes, g["axes"], size)
             if shapes is None:
                 continue
-            args = _same_shape_args(example, shapes, "random", gen)
+            args = _same_shape_args(example, shapes, "random", gen, ranges)
             probes.append(Probe(f"{name} = {size} ({why})", args))
         plain = [a for a in g["axes"] if a[2] is _identity]
         if len(plain) >= 2:
@@ -208,12 +232,8 @@ def probe_inputs(example_args: Any, dynamic_shapes: Any = None, *, seed: int = 0
             if shapes is not None:
                 shapes[i] = tuple(middle + 1 if k == axis else n for k, n in enumerate(shapes[i]))
                 probes.append(Probe(f"{name} differs across tied axes: {middle} vs {middle + 1} (outside)",
-                                    _same_shape_args(example, shapes, "random", gen)))
+                                    _same_shape_args(example, shapes, "random", gen, ranges)))
 
-    if contract is not None:
-        arg_names: list[str] | None = [spec.name for spec in contract.inputs]
-    else:
-        arg_names = forward_parameter_names(model) if model is not None else None
     for i, arg in enumerate(example):
         if not isinstance(arg, torch.Tensor):
             continue
@@ -230,8 +250,30 @@ def probe_inputs(example_args: Any, dynamic_shapes: Any = None, *, seed: int = 0
                 shape[axis] = size
                 shapes[i] = tuple(shape)
                 label = f"{who} axis {axis} = {size} (static {arg.shape[axis]}{delta:+d}, outside)"
-                probes.append(Probe(label, _same_shape_args(example, shapes, "random", gen)))
+                probes.append(Probe(label, _same_shape_args(example, shapes, "random", gen, ranges)))
     return probes
+
+
+def value_range_names(example: tuple[Any, ...], arg_names: Sequence[str] | None) -> list[str]:
+    """The inputs a value range can be given for: the integer tensors, by name (``input i`` without names)."""
+    return [arg_names[i] if arg_names is not None and i < len(arg_names) else f"input {i}"
+            for i, a in enumerate(example)
+            if isinstance(a, torch.Tensor) and not a.dtype.is_floating_point and a.dtype != torch.bool]
+
+
+def _ranges_by_position(example: tuple[Any, ...], arg_names: Sequence[str] | None,
+                        value_ranges: Mapping[str, tuple[int, int]]) -> list[tuple[int, int] | None]:
+    integers = value_range_names(example, arg_names)
+    unknown = sorted(set(value_ranges) - set(integers))
+    if unknown:
+        raise ValueError(f"value_ranges names {', '.join(unknown)}: not an integer input (integer inputs: "
+                         f"{', '.join(integers) or 'none'})")
+    for name, (low, high) in value_ranges.items():
+        if not (isinstance(low, int) and isinstance(high, int)) or low > high:
+            raise ValueError(f"value_ranges[{name!r}] = ({low!r}, {high!r}): expected two integers, low ≤ high")
+    names = [arg_names[i] if arg_names is not None and i < len(arg_names) else f"input {i}"
+             for i in range(len(example))]
+    return [value_ranges.get(name) if isinstance(a, torch.Tensor) else None for name, a in zip(names, example)]
 
 
 def _resized(base_shapes: list[tuple[int, ...] | None], axes: list[tuple[int, int, Any]],

@@ -107,3 +107,76 @@ def counter():
 def counter_from_one():
     """The same, its count starting at 1: a starting value the program does not carry."""
     return {**counter(), "model": Counter(1.0)}
+
+
+SLOTS = 16
+
+
+class SlotCache(nn.Module):
+    """A KV cache in miniature: each call writes its vector into the slot at ``position`` (a buffer kept between
+    calls) and returns the sum of the slots up to it, as attention reads the cache up to the current token."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("slots", torch.zeros(SLOTS, 4))
+
+    def forward(self, x, position):  # x (1, 4), position (1,) int64
+        self.slots.index_copy_(0, position, x)
+        upto = (torch.arange(SLOTS) <= position).unsqueeze(-1)
+        return (self.slots * upto).sum(0, keepdim=True)
+
+
+class CountingSlotCache(SlotCache):
+    """The same, numbering the calls itself in a Python attribute (lesson 13's AppStep does this): export reads the
+    counter once, so the program writes every call into the slot it read."""
+
+    def __init__(self):
+        super().__init__()
+        self.next_position = 0
+
+    def forward(self, x, position):
+        position = torch.tensor([self.next_position])
+        self.next_position += 1
+        return super().forward(x, position)
+
+
+def slot_cache():
+    return {"model": SlotCache(), "args": (torch.randn(1, 4, generator=torch.Generator().manual_seed(0)),
+                                           torch.tensor([0]))}
+
+
+def counting_slot_cache():
+    return {**slot_cache(), "model": CountingSlotCache()}
+
+
+class TokenCache(nn.Module):
+    """The same with a token id for input, as a language model's decode step: each call writes the token's
+    embedding at ``position`` and returns the mean of the slots written up to it (attention with equal weights)."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("table", torch.randn(16, 4, generator=torch.Generator().manual_seed(0)))  # embeddings
+        self.register_buffer("slots", torch.zeros(SLOTS, 4))
+
+    def forward(self, token, position):  # token (1,) int64, position (1,) int64
+        self.slots.index_copy_(0, position, nn.functional.embedding(token, self.table))
+        upto = (torch.arange(SLOTS) <= position).unsqueeze(-1)
+        return (self.slots * upto).sum(0, keepdim=True) / (position + 1)
+
+
+class CountingTokenCache(TokenCache):
+    """Numbering the calls itself, as lesson 13's AppStep: wrong after the first call, and invisible while every call
+    feeds the same token (the mean of equal slots is that slot)."""
+
+    def __init__(self):
+        super().__init__()
+        self.next_position = 0
+
+    def forward(self, token, position):
+        position = torch.tensor([self.next_position])
+        self.next_position += 1
+        return super().forward(token, position)
+
+
+def counting_token_cache():
+    return {"model": CountingTokenCache(), "args": (torch.tensor([1]), torch.tensor([0]))}

@@ -24,12 +24,12 @@ ARENA_AT_128 = 655_424  # TinySegmenter's arena with height, width ≤ 128 (less
 
 JSON_KEYS = {"schema_version", "tool", "target", "backend", "inputs", "verdict", "exit_status", "headline", "options",
              "stages", "diagnosis", "internal_error", "contract", "probes", "counts", "delegation", "memory", "checks",
-             "draft_export", "bundle", "next_steps", "method", "located", "profile", "stateful_buffers"}
+             "draft_export", "bundle", "next_steps", "method", "located", "profile", "stateful_buffers", "sequence"}
 PROBE_KEYS = {"label", "shapes", "status", "status_words", "within_contract", "kind", "failure", "message",
               "contract_message", "max_abs_diff", "max_abs_diff_text", "source"}
 NESTED_KEYS = {  # the documented schema of the nested objects (README, helpers/doctor/render.py)
     "options": {"strict", "min_delegated", "max_arena_bytes", "pte", "bundle", "draft_export", "atol", "rtol",
-                "allow_portable", "max_subgraphs", "max_pte_bytes", "max_portable_time"},
+                "allow_portable", "max_subgraphs", "max_pte_bytes", "max_portable_time", "value_ranges"},
     "stages": {"name", "status", "message", "seconds"},
     "diagnosis": {"kind", "stage", "summary", "error_type", "message", "source_line", "location", "operator",
                   "suggested_fixes", "fix"},
@@ -128,7 +128,7 @@ def test_json_has_the_documented_schema(dynamic):
     assert data["options"] == {"strict": True, "min_delegated": 100.0, "max_arena_bytes": ARENA_AT_128, "pte": None,
                                "bundle": data["bundle"]["path"], "draft_export": False, "atol": 1e-4, "rtol": 1e-4,
                                "allow_portable": None, "max_subgraphs": None, "max_pte_bytes": None,
-                               "max_portable_time": None}
+                               "max_portable_time": None, "value_ranges": {}}
     assert data["contract"]["signature"] == "forward(x: float32[1, 3, height∈[32,128], width∈[32,128]])"
     assert data["contract"]["unbounded_dims"] == []
     assert all(set(p) == PROBE_KEYS for p in data["probes"]) and len(data["probes"]) == 23

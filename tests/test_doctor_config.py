@@ -207,3 +207,14 @@ def test_the_doctors_failure_on_one_model_is_exit_3_and_the_others_keep_their_ve
     assert [(s.get("name"), s.get("errors")) for s in suites] == [("export doctor: buckets", "1"),
                                                                   ("export doctor: plain", "0")]
     assert "→ ERROR (exit 3)" in out.rstrip().splitlines()[-1]
+
+
+def test_value_range_takes_a_list_in_a_table(tmp_path):
+    from helpers.doctor.cli import _option_flags, _parser
+    from helpers.doctor.config import read_config
+
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.export-doctor.models.step]\nspec = "specs:step"\nvalue-range = ["input_ids=0:255", "cache_position=0:31"]\n')
+    (entry,) = read_config(tmp_path / "pyproject.toml", _option_flags(_parser()))
+    assert entry.argv == ("--spec", "specs:step", "--value-range", "input_ids=0:255", "--value-range",
+                          "cache_position=0:31")

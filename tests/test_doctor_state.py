@@ -103,3 +103,80 @@ def test_strict_in_a_spec():
     assert flatten_spec(spec).strict and not flatten_spec(_spec("counter")).strict
     with pytest.raises(SpecError, match="'strict' is 'yes'; expected True or False"):
         flatten_spec({**_spec("counter"), "strict": "yes"})
+
+
+def test_calls_in_a_row_pass_a_cache_written_at_the_position_it_is_given(tmp_path, capsys):
+    code, out, data = _run(tmp_path, capsys, "slot_cache")
+    assert code == 0, out
+    assert data["stateful_buffers"] == ["model.slots"]
+    sequence = data["sequence"]
+    assert len(sequence) >= 2 and {c["status"] for c in sequence} == {"match"}
+    labels = [p["label"] for p in data["probes"] if p["within_contract"] and p["status"] == "match"]
+    assert [c["label"] for c in sequence] == labels  # the matching probes, in their order
+    assert "every call matches eager" in out
+    assert {"name": "state across calls", "passed": True} == {
+        k: v for k, v in next(c for c in data["checks"] if c["name"] == "state across calls").items()
+        if k in ("name", "passed")}
+
+
+def test_a_position_counted_in_a_python_attribute_matches_call_by_call_and_fails_calls_in_a_row(tmp_path, capsys):
+    """Lesson 13's AppStep in miniature: from the initial state every probe matches (eager and the .pte both write
+    the slot the counter held at export), so only calls one after another show that the .pte never moves on."""
+    code, out, data = _run(tmp_path, capsys, "counting_slot_cache")
+    assert code == 1, out
+    assert data["counts"]["failures"] == 0  # one call at a time, nothing to see
+    statuses = [c["status"] for c in data["sequence"]]
+    assert statuses[0] == "match" and statuses[1] == "diverge", statuses
+    check = next(c for c in data["checks"] if c["name"] == "state across calls")
+    assert not check["passed"] and "call 2 of" in check["message"]
+    assert "calls in a row differ from call 2" in data["headline"]
+    assert "Python attribute" in data["next_steps"][0]
+    assert "✗ then the" in out and "call 2 (" in out
+
+
+def test_a_model_without_state_has_no_calls_in_a_row(tmp_path, capsys):
+    code, out, data = _run(tmp_path, capsys, "tracker")
+    assert data["sequence"] is None
+    assert "state across calls" not in [c["name"] for c in data["checks"]]
+
+
+def test_with_one_token_id_calls_in_a_row_cannot_see_the_counter_and_a_value_range_for_the_tokens_can(tmp_path,
+                                                                                                      capsys):
+    """Lesson 13's AppStep in the doctor: the example feeds token 1 at position 0, integer probes stay inside the
+    example's values, so every call writes the same vector and the counter changes nothing the output shows."""
+    code, out, data = _run(tmp_path, capsys, "counting_token_cache")
+    assert code == 0, out
+    assert {p["label"]: p["shapes"] for p in data["probes"]}  # probes ran
+    assert {c["status"] for c in data["sequence"]} == {"match"}
+    assert data["options"]["value_ranges"] == {}
+
+    code = main(["--spec", f"{SPECS}:counting_token_cache", "--value-range", "token=0:15", "--value-range",
+                 "position=0:15", "--json", str(tmp_path / "ranged.json"), "--quiet"])
+    out = capsys.readouterr().out
+    data = json.loads((tmp_path / "ranged.json").read_text())
+    assert code == 1, out
+    assert data["options"]["value_ranges"] == {"token": [0, 15], "position": [0, 15]}
+    assert "values: token from 0 to 15, position from 0 to 15" in out
+    assert data["counts"]["failures"] == 0  # each call from the initial state still matches
+    assert [c["status"] for c in data["sequence"]][:2] == ["match", "diverge"]
+
+
+def test_value_ranges_bound_the_generated_integers_and_reach_both_ends():
+    from helpers import probe_inputs
+
+    example = (torch.tensor([1]), torch.tensor([0]))
+    plain = probe_inputs(example, model=_spec("counting_token_cache")["model"])
+    assert {int(p.args[1].flatten()[0]) for p in plain if p.args[1].numel()} == {0}  # the example's own value only
+    ranged = probe_inputs(example, model=_spec("counting_token_cache")["model"],
+                          value_ranges={"token": (0, 15), "position": (0, 15)})
+    tokens = [int(v) for p in ranged for v in p.args[0].flatten()]
+    positions = [int(v) for p in ranged for v in p.args[1].flatten()]
+    assert min(tokens) == 0 and max(tokens) == 15 and len(set(tokens)) > 3
+    assert min(positions) == 0 and max(positions) == 15 and len(set(positions)) > 3
+    assert [p.label for p in ranged] == [p.label for p in plain[:9]] + [
+        "values: token at its lowest, 0", "values: token at its highest, 15",
+        "values: position at its lowest, 0", "values: position at its highest, 15"] + [p.label for p in plain[9:]]
+    with pytest.raises(ValueError, match="not an integer input"):
+        probe_inputs(example, model=_spec("counting_token_cache")["model"], value_ranges={"slots": (0, 1)})
+    with pytest.raises(ValueError, match="low ≤ high"):
+        probe_inputs(example, model=_spec("counting_token_cache")["model"], value_ranges={"token": (5, 1)})

@@ -32,7 +32,7 @@ import torch
 from .._quiet import silence_library_noise
 from ..contract import forward_parameters
 from ..display import error_line
-from ..parity import flat_outputs
+from ..parity import flat_outputs, value_range_names
 from . import github, render
 from .examine import call_keeping_state, examine, examine_methods
 from .report import EXIT_ERROR, EXIT_PASS, EXIT_USAGE, DoctorReport, ModelRun, program_verdict, runs_verdict
@@ -149,6 +149,26 @@ def _check_tolerance_count(flag: str, tolerance: float | tuple[float, ...], outp
     if isinstance(tolerance, tuple) and len(tolerance) != outputs:
         raise UsageError(f"{flag}: {len(tolerance)} values, but {where} returns {outputs} output tensor(s): give one "
                          "value, or one per output")
+
+
+def parse_value_range(text: str) -> tuple[str, tuple[int, int]]:
+    """``cache_position=0:31`` → ``("cache_position", (0, 31))``: the values an integer input takes, both included."""
+    match = re.fullmatch(r"\s*([^=\s]+)\s*=\s*(-?\d+)\s*:\s*(-?\d+)\s*", text)
+    if match is None:
+        raise UsageError(f"--value-range {text!r}: expected NAME=LOW:HIGH, e.g. cache_position=0:31")
+    low, high = int(match.group(2)), int(match.group(3))
+    if low > high:
+        raise UsageError(f"--value-range {text!r}: LOW ({low}) is above HIGH ({high})")
+    return match.group(1), (low, high)
+
+
+def _check_value_ranges(ranges: dict[str, tuple[int, int]], inputs: dict[str, list[str]]) -> None:
+    """Every name of ``--value-range`` must be an integer input (``inputs``: per method, its integer inputs)."""
+    known = {name for names in inputs.values() for name in names}
+    for name in ranges:
+        if name not in known:
+            have = ", ".join(sorted(known)) or "none"
+            raise UsageError(f"--value-range {name}=…: no integer input is named {name!r} (integer inputs: {have})")
 
 
 def parse_operators(text: str) -> tuple[str, ...]:
@@ -525,6 +545,7 @@ class Prepared:
     methods: dict[str, FlatSpec] | None = None  # --spec with {"methods": ...}: every method of the program
     strict_export: bool = False  # --spec with "strict": True (one method)
     extra_inputs: dict[str, list[tuple[torch.Tensor, ...]]] = field(default_factory=dict)  # --inputs, per method
+    value_ranges: dict[str, tuple[int, int]] = field(default_factory=dict)  # --value-range
 
     def examine_options(self) -> dict[str, Any]:
         """The keyword arguments of :func:`examine` these options stand for."""
@@ -534,7 +555,7 @@ class Prepared:
                 "bundle": self.bundle_path, "draft_export": self.draft_export, "allow_portable": self.allow_portable,
                 "max_subgraphs": self.max_subgraphs, "max_pte_bytes": self.max_pte_bytes,
                 "extra_inputs": self.extra_inputs.get("forward", []), "max_portable_time": self.max_portable_time,
-                "strict_export": self.strict_export}
+                "strict_export": self.strict_export, "value_ranges": self.value_ranges}
 
 
 def command_name() -> str:
@@ -572,6 +593,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="integer example values are drawn from [0, N); default: the vocabulary of the nn.Embedding "
                         "that reads the input, 2 for an input named like a mask, else the smallest nn.Embedding "
                         f"vocabulary, else {DEFAULT_INT_HIGH}")
+    p.add_argument("--value-range", action="append", default=[], metavar="NAME=LOW:HIGH",
+                   help="the values an integer input takes in the app, both included (token ids 0:VOCAB-1, positions "
+                        "0:MAX_CACHE_LEN-1): the probes draw that input's values from it instead of from the "
+                        "example's own values")
     p.add_argument("--seed", type=int, default=0, help="seed for example and probe values (default 0)")
     p.add_argument("--atol", default="1e-4", metavar="X[,X...]",
                    help="absolute tolerance (scaled by each output's largest value): one for every output, or one "
@@ -663,6 +688,7 @@ def prepare(argv: Sequence[str]) -> Prepared:
     if ns.max_portable_time is not None and not 0 <= ns.max_portable_time <= 100:
         raise UsageError(f"--max-portable-time {ns.max_portable_time:g}: a percentage from 0 to 100")
     allow_portable = None if ns.allow_portable is None else parse_operators(ns.allow_portable)
+    value_ranges = dict(parse_value_range(text) for text in ns.value_range)
     atol, rtol = parse_tolerance("--atol", ns.atol), parse_tolerance("--rtol", ns.rtol)
     if ns.bundle is not None and (isinstance(atol, tuple) or isinstance(rtol, tuple)):
         raise UsageError("--bundle takes one --atol and one --rtol (a bundled test case has one tolerance)")
@@ -680,7 +706,7 @@ def prepare(argv: Sequence[str]) -> Prepared:
                "max_arena_bytes": ns.max_arena_bytes, "pte_path": ns.pte, "pte_bytes": pte_bytes,
                "bundle_path": ns.bundle, "draft_export": ns.draft_export, "traceback": ns.traceback,
                "allow_portable": allow_portable, "max_subgraphs": ns.max_subgraphs, "max_pte_bytes": ns.max_pte_bytes,
-               "max_portable_time": ns.max_portable_time}
+               "max_portable_time": ns.max_portable_time, "value_ranges": value_ranges}
     if ns.spec is not None:
         flats, several = load_spec(ns.spec)
         if several:
@@ -700,6 +726,8 @@ def prepare(argv: Sequence[str]) -> Prepared:
                                  f"PyTorch: {error_line(exc)}") from None
             for flag, tolerance in (("--atol", atol), ("--rtol", rtol)):
                 _check_tolerance_count(flag, tolerance, len(outputs), f"--spec {ns.spec}{method.rstrip(':')}")
+        _check_value_ranges(value_ranges, {name: value_range_names(flat.example_args, flat.names)
+                                           for name, flat in flats.items()})
         first = next(iter(flats.values()))
         extra = load_inputs(ns.inputs, flats, several) if ns.inputs else {}
         return Prepared(ns.spec, first.model, first.example_args, first.dynamic_shapes, ns.backend, ns.seed, atol,
@@ -716,6 +744,7 @@ def prepare(argv: Sequence[str]) -> Prepared:
     highs = integer_highs(model, names, examples_spec, int_high=ns.int_high, seed=ns.seed)
     examples = make_examples(examples_spec, int_high=highs, seed=ns.seed)
     dynamic = build_dynamic_shapes(names, examples, dims)
+    _check_value_ranges(value_ranges, {"forward": value_range_names(tuple(examples), names)})
     try:
         with torch.no_grad():
             outputs = call_keeping_state(model, [e.clone() for e in examples])
@@ -812,7 +841,8 @@ def _examine(prepared: Prepared, say: Callable[[str], None]) -> list[DoctorRepor
         progress=say, extra_inputs=prepared.extra_inputs,
         strict_export={name: f.strict for name, f in prepared.methods.items()},
         **{k: options[k] for k in ("backend", "target", "seed", "atol", "rtol", "strict", "min_delegated",
-                                   "max_arena_bytes", "allow_portable", "max_subgraphs", "max_pte_bytes")})
+                                   "max_arena_bytes", "allow_portable", "max_subgraphs", "max_pte_bytes",
+                                   "value_ranges")})
 
 
 def _option_flags(parser: argparse.ArgumentParser) -> dict[str, bool]:

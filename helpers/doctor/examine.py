@@ -109,8 +109,15 @@ def written_buffers(program: torch.export.ExportedProgram) -> list[str]:
 
 
 def call_keeping_state(model: torch.nn.Module, args: Sequence[Any]) -> Any:
-    """``model(*args)`` with its buffers put back afterwards: a model with state (a KV cache, a counter) is left as
-    it was, for the probes to start from."""
+    """``model(*args)`` leaving ``model`` as it was, for the probes to start from: the call runs on a copy of it, so
+    that neither its buffers (a KV cache) nor a Python attribute ``forward()`` changes (a counter) move on. A model
+    that cannot be copied is called itself, its buffers put back afterwards."""
+    try:
+        copied = copy.deepcopy(model)
+    except Exception:  # noqa: BLE001 - a module that cannot be copied: called as it is
+        copied = None
+    if copied is not None:
+        return copied(*args)
     saved = [(buffer, buffer.detach().clone()) for buffer in model.buffers()]
     try:
         return model(*args)
@@ -171,7 +178,8 @@ def examine(model: torch.nn.Module, example_args: Any, dynamic_shapes: Any = Non
             pte_path: str | None = None, bundle: str | Path | None = None, draft_export: bool = False,
             allow_portable: tuple[str, ...] | None = None, max_subgraphs: int | None = None,
             max_pte_bytes: int | None = None, extra_inputs: Sequence[tuple[Any, ...]] = (),
-            max_portable_time: float | None = None, strict_export: bool = False) -> DoctorReport:
+            max_portable_time: float | None = None, strict_export: bool = False,
+            value_ranges: Mapping[str, tuple[int, int]] | None = None) -> DoctorReport:
     """Run the doctor's pipeline on a model and return the :class:`DoctorReport`.
 
     Never raises for the model: a failing export is in the report (verdict ``fail``), and so is the
@@ -189,9 +197,13 @@ def examine(model: torch.nn.Module, example_args: Any, dynamic_shapes: Any = Non
     and fail when the portable operators take more than this percentage of it.
     ``strict_export``: ``torch.export.export(..., strict=True)`` (Dynamo), for a model that needs it (``transformers``'
     static-cache wrapper: lesson 13).
+    ``value_ranges``: ``{input name: (low, high)}``, the values an integer input takes in the app, both included (token
+    ids, positions): the probes draw that input's values from it (:func:`helpers.probe_inputs`); a ``ValueError`` for a
+    name that is not an integer input of ``forward()``.
 
     A model whose program writes buffers it keeps between calls (a KV cache) is compared from its initial state on
-    every probe (:func:`helpers.compare`'s ``fresh_state``), and the stage locator is skipped for it.
+    every probe (:func:`helpers.compare`'s ``fresh_state``), then on the probes that matched once more, one call after
+    another with the state carried on both sides (:func:`calls_in_a_row`); the stage locator is skipped for it.
     """
     # torch.cond runs through Dynamo in eager mode; on a probe shape the model cannot take, torch logs the
     # failed fake-tensor trace at ERROR level (timestamped) before raising. compare() records the error;
@@ -200,11 +212,12 @@ def examine(model: torch.nn.Module, example_args: Any, dynamic_shapes: Any = Non
     if isinstance(example_args, torch.Tensor):
         example_args = (example_args,)
     example_args = tuple(example_args)
+    check_value_ranges(model, example_args, value_ranges)
     target = target or type(model).__name__
     report = DoctorReport(target, backend, "", None, strict=strict, min_delegated=min_delegated,
                           arena_limit=max_arena_bytes, pte_path=pte_path, atol=atol, rtol=rtol,
                           allow_portable=allow_portable, max_subgraphs=max_subgraphs, pte_limit=max_pte_bytes,
-                          max_portable_time=max_portable_time)
+                          max_portable_time=max_portable_time, value_ranges=dict(value_ranges or {}))
     run = _Run(report, say)
     wanted = ["export"] + (["draft_export"] if draft_export else []) + [
         "lower", "load", "compare", "delegation", "memory"] + (
@@ -338,13 +351,17 @@ def _examine_loaded(run: _Run, artifact: PteArtifact, model: torch.nn.Module, ex
     # 3. compare with eager on probes around the contract
     run.begin("compare")
     report.contract = artifact.input_contract(method)
-    report.probes = probe_inputs(example_args, dynamic_shapes, seed=seed, model=model, contract=report.contract)
+    report.probes = probe_inputs(example_args, dynamic_shapes, seed=seed, model=model, contract=report.contract,
+                                 value_ranges=report.value_ranges)
     report.probes += [Probe(f"your input {i}", tuple(args)) for i, args in enumerate(extra_inputs)]
     report.user_inputs = len(extra_inputs)
     run.say(f"compare{named}: {len(report.probes)} probes, eager vs the ExecuTorch runtime")
     report.parity = compare(model, artifact, report.probes, method=method, atol=atol, rtol=rtol,
                             fresh_state=bool(report.stateful))
-    run.end("ok" if report.parity.ok_within_contract else "failed", report.parity.summary())
+    if report.stateful:
+        report.sequence = calls_in_a_row(model, artifact, report, method=method, atol=atol, rtol=rtol)
+    sequence_ok = report.sequence is None or all(r.status == "match" for r in report.sequence.rows)
+    run.end("ok" if report.parity.ok_within_contract and sequence_ok else "failed", report.parity.summary())
 
     # 4. delegation, 5. memory
     run.begin("delegation", f"delegation and memory plan{named}")
@@ -355,6 +372,47 @@ def _examine_loaded(run: _Run, artifact: PteArtifact, model: torch.nn.Module, ex
     report.arena_bytes = artifact.planned_memory_bytes(method)
     report.pte_bytes = artifact.nbytes
     run.end("ok", f"arena {report.arena_bytes:,} bytes, .pte {report.pte_bytes:,} bytes")
+
+
+def check_value_ranges(model: torch.nn.Module, example_args: tuple[Any, ...],
+                       value_ranges: Mapping[str, tuple[int, int]] | None) -> None:
+    """``ValueError`` unless every name of ``value_ranges`` is an integer input of ``forward()`` and each range is two
+    integers, low ≤ high."""
+    if value_ranges:
+        from ..parity import _ranges_by_position
+
+        _ranges_by_position(example_args, forward_parameter_names(model), value_ranges)
+
+
+def _ranges_per_method(methods: Mapping[str, tuple[torch.nn.Module, tuple[Any, ...], Any]],
+                       value_ranges: Mapping[str, tuple[int, int]]) -> dict[str, dict[str, tuple[int, int]]]:
+    from ..parity import value_range_names
+
+    per_method = {}
+    for name, (model, args, _dynamic) in methods.items():
+        integers = set(value_range_names(tuple(args), forward_parameter_names(model)))
+        per_method[name] = {k: v for k, v in value_ranges.items() if k in integers}
+        check_value_ranges(model, tuple(args), per_method[name])
+    unknown = sorted(set(value_ranges) - {k for ranges in per_method.values() for k in ranges})
+    if unknown:
+        raise ValueError(f"value_ranges names {', '.join(unknown)}: not an integer input of any method")
+    return per_method
+
+
+def calls_in_a_row(model: torch.nn.Module, artifact: PteArtifact, report: DoctorReport, *, method: str,
+                   atol: Tolerance, rtol: Tolerance) -> Any:
+    """For a program with state: the probes inside the contract that matched eager from the initial state, called
+    again one after another on one copy of ``model`` and one loaded program, the state carried on both sides, as an
+    app's loop calls it. What a state-free comparison cannot see: a value kept in a Python attribute (a counter, a
+    position) moves on in eager and was taken once by export. A :class:`helpers.ParityReport`, or None when no
+    probe qualifies."""
+    from .. import compare
+
+    calls = [probe for probe, row in zip(report.probes, report.parity.rows)
+             if row.within_contract and row.status == "match"]
+    if len(calls) < 2:
+        return None
+    return compare(copy.deepcopy(model), artifact.reloaded(), calls, method=method, atol=atol, rtol=rtol)
 
 
 def _locate(run: _Run, artifact: PteArtifact, model: torch.nn.Module, normalised: Any, exported: Any, *,
@@ -400,7 +458,8 @@ def examine_methods(methods: Mapping[str, tuple[torch.nn.Module, tuple[Any, ...]
                     allow_portable: tuple[str, ...] | None = None, max_subgraphs: int | None = None,
                     max_pte_bytes: int | None = None,
                     extra_inputs: Mapping[str, Sequence[tuple[Any, ...]]] | None = None,
-                    strict_export: Mapping[str, bool] | None = None) -> list[DoctorReport]:
+                    strict_export: Mapping[str, bool] | None = None,
+                    value_ranges: Mapping[str, tuple[int, int]] | None = None) -> list[DoctorReport]:
     """The doctor's pipeline on a program of several methods (``{name: (model, example_args, dynamic_shapes)}``):
     one :class:`DoctorReport` per method, in order.
 
@@ -409,17 +468,20 @@ def examine_methods(methods: Mapping[str, tuple[torch.nn.Module, tuple[Any, ...]
     each method of that program is then compared with its eager model on probes around its own contract, with its
     delegation and memory plan; the checks (as :func:`examine` takes them) apply to each method. Never raises: the doctor's own failure is an ``error`` verdict on every report.
     ``strict_export``: the methods exported with ``strict=True``. A method that writes state (a KV cache shared by
-    prefill and decode) is compared from the initial state on every probe, as :func:`examine` does.
+    prefill and decode) is compared from the initial state on every probe, then in calls one after another, as
+    :func:`examine` does. ``value_ranges``: as :func:`examine`'s, applied to every method with an integer input of that
+    name (a ``ValueError`` for a name no method has).
     """
     from ..diagnose import FIXES, Diagnosis, diagnose_failure
     from ..lowering import export_methods, lower_exported
 
     say = progress or (lambda _text: None)
     target = target or "program"
+    ranges = _ranges_per_method(methods, value_ranges or {})
     reports = {name: DoctorReport(f"{target} · method {name}", backend, "", None, strict=strict,
                                   min_delegated=min_delegated, arena_limit=max_arena_bytes, atol=atol, rtol=rtol,
                                   method=name, allow_portable=allow_portable, max_subgraphs=max_subgraphs,
-                                  pte_limit=max_pte_bytes) for name in methods}
+                                  pte_limit=max_pte_bytes, value_ranges=ranges[name]) for name in methods}
     runs = {name: _Run(report, say) for name, report in reports.items()}
     wanted = ["export", "lower", "load", "compare", "delegation", "memory"]
     previous = logging.root.manager.disable

@@ -8,7 +8,8 @@ JSON schema (``schema_version`` 1; fields are only ever added within a version):
 - ``options``: ``strict``, ``min_delegated`` (percent or null), ``max_arena_bytes`` (or null), ``pte`` (path or
   null), ``bundle`` (path or null), ``draft_export`` (bool), ``atol``, ``rtol`` (a number, or a list with one per
   output), ``allow_portable`` (list of
-  operators or null), ``max_subgraphs`` (or null), ``max_pte_bytes`` (or null)
+  operators or null), ``max_subgraphs`` (or null), ``max_pte_bytes`` (or null), ``value_ranges`` (``{input:
+  [low, high]}``, the integer inputs' values the probes drew from; empty when none was given)
 - ``stages``: list of ``{name, status, message, seconds}``; name in export, draft_export, lower, load,
   compare, locate (only when a probe diverges), delegation, memory, profile (with --max-portable-time), bundle; status "ok" | "failed" (the model fails it) | "skipped" | "error"
   (the doctor failed there)
@@ -32,7 +33,7 @@ JSON schema (``schema_version`` 1; fields are only ever added within a version):
 - ``memory``: ``{arena_bytes, pte_bytes}`` or null
 - ``checks``: list of ``{name, passed, message, details}``; name in parity, strict: outside the contract,
   strict: bounded Dims, min-delegated, max-arena-bytes, allow-portable, max-subgraphs, max-pte-bytes,
-  max-portable-time, bundle
+  max-portable-time, bundle, state across calls
 - ``draft_export``: ``{issues: [{kind, summary, where}], report, error}`` or null
 - ``bundle``: ``{path, bytes, test_cases, labels, rtol, atols, verified, failed, left_out, problem, verify}``
   or null (``verify``: Python that checks the bundle with ExecuTorch's bindings)
@@ -45,6 +46,10 @@ JSON schema (``schema_version`` 1; fields are only ever added within a version):
   ``{label, first_stage, meaning, stages: [{name, status, max_abs_diff, detail}]}``; stages exported program,
   edge program, portable .pte (unless the examined program is portable), then the examined .pte; ``first_stage``
   is one of those, the examined one read as "delegated .pte" (:mod:`helpers.doctor.locate`)
+- ``stateful_buffers``: the buffers the program writes and keeps between calls
+- ``sequence``: for a program with state, the probes that matched from the initial state, called again one after
+  another with the state carried (its check is "state across calls"): ``[{label, status, max_abs_diff}]`` in call
+  order, or null
 
 A program of several methods (``--spec`` returning ``{"methods": ...}``) is one object ``{schema_version, tool,
 target, verdict, exit_status, methods: [one report as above per method, in order]}`` (:func:`program_to_dict`);
@@ -198,6 +203,9 @@ def to_text(report: DoctorReport) -> str:
     lines = [f"export doctor · {report.target} · backend {report.backend}",
              f"verdict: {report.verdict.upper()} (exit {report.exit_code}) — {report.headline}",
              f"inputs: {report.inputs}"]
+    if report.value_ranges:
+        lines.append("values: " + ", ".join(f"{name} from {low} to {high}" for name, (low, high)
+                                            in report.value_ranges.items()) + " (the probes' integer values)")
     if report.pte_path:
         lines.append(f"shipped: {report.pte_path} (examined as shipped: the file runs, the model is exported only for "
                      "the contract)")
@@ -241,6 +249,13 @@ def to_text(report: DoctorReport) -> str:
         lines.append(f"3. parity      {report.parity.summary()}")
         if report.stateful:
             lines.append(f"              {STATEFUL_NOTE.format(n=len(report.stateful))}")
+        if report.sequence is not None:
+            rows = report.sequence.rows
+            first = next((k for k, r in enumerate(rows) if r.status != "match"), None)
+            lines.append(f"              {'✓' if first is None else '✗'} then the {len(rows)} matching probes again, one "
+                         "call after another (state carried): " + (
+                             "every call matches eager" if first is None else
+                             f"call {first + 1} ({rows[first].label}) is the first that differs: {row_detail(rows[first])}"))
         if report.user_inputs:
             mine = report.user_rows
             words = ", ".join(f"{sum(r.status == s for r in mine)} {STATUS_WORDS[s]}" for s in STATUS_WORDS
@@ -437,7 +452,8 @@ def to_dict(report: DoctorReport) -> dict[str, Any]:
                     "rtol": _tolerance(report.rtol),
                     "allow_portable": None if report.allow_portable is None else list(report.allow_portable),
                     "max_subgraphs": report.max_subgraphs, "max_pte_bytes": report.pte_limit,
-                    "max_portable_time": report.max_portable_time},
+                    "max_portable_time": report.max_portable_time,
+                    "value_ranges": {name: list(r) for name, r in report.value_ranges.items()}},
         "stages": [{"name": s.name, "status": s.status, "message": s.message, "seconds": s.seconds}
                    for s in report.stages],
         "diagnosis": None if d is None else {
@@ -459,6 +475,9 @@ def to_dict(report: DoctorReport) -> dict[str, Any]:
                      "stages": [{"name": s.name, "status": s.status, "max_abs_diff": _number(s.max_abs_diff),
                                  "detail": s.detail} for s in f.stages]} for f in report.located],
         "stateful_buffers": list(report.stateful),
+        "sequence": None if report.sequence is None else [
+            {"label": r.label, "status": r.status, "max_abs_diff": _number(r.max_abs_diff)}
+            for r in report.sequence.rows],
     }
     if report.contract is not None:
         data = report.contract.to_dict()

@@ -122,6 +122,8 @@ class DoctorReport:
     user_inputs: int = 0  # the last this many probes are the user's own inputs (--inputs)
     located: list[Any] = field(default_factory=list)  # helpers.doctor.locate.Located: where diverging probes start
     stateful: list[str] = field(default_factory=list)  # buffers the program writes (kept between calls: a KV cache)
+    sequence: Any = None  # helpers.ParityReport: with state, the matching probes again one call after another
+    value_ranges: dict[str, tuple[int, int]] = field(default_factory=dict)  # integer inputs' values, both included
     max_portable_time: float | None = None  # --max-portable-time (percent of the measured run time)
     profile: Any = None  # helpers.doctor.profile.RuntimeProfile, measured when --max-portable-time is given
 
@@ -185,6 +187,18 @@ class DoctorReport:
                              "a longer input is rejected in production" if unbounded else "every Dim has a max",
                              [f"{name}: planned for {self.contract.dims()[name].planned}" for name in unbounded],
                              f"--strict: Dim {', '.join(unbounded)} has no max"))
+        if self.sequence is not None:
+            rows = self.sequence.rows
+            first = next((k for k, r in enumerate(rows) if r.status != "match"), None)
+            out.append(Check(
+                "state across calls", first is None,
+                f"the {len(rows)} matching probes called again one after another, state carried on both sides: "
+                + ("every call matches eager" if first is None else
+                   f"call {first + 1} of {len(rows)} is the first that differs from eager ({rows[first].label}: "
+                   f"{STATUS_WORDS[rows[first].status]})"),
+                [f"call {k + 1} ({r.label}): {STATUS_WORDS[r.status]}" for k, r in enumerate(rows)
+                 if r.status != "match"],
+                f"calls in a row differ from call {first + 1}" if first is not None else ""))
         if self.min_delegated is not None and self.delegation is not None:
             share = 100 * self.delegation.coverage
             ok = share + 1e-9 >= self.min_delegated
@@ -326,6 +340,12 @@ class DoctorReport:
             firsts = sorted({f.first for f in self.located if f.first})
             steps.append(f"The exported program matches eager on the diverging probes; they first diverge at the "
                          f"{' and the '.join(firsts)}, so the model is not the cause: {self.located[0].meaning}.")
+        elif self.sequence is not None and not bad and any(r.status != "match" for r in self.sequence.rows):
+            steps.append("Each call matches eager from the initial state, and calls one after another do not: "
+                         "something eager carries from call to call is not in the program's state. A value kept in "
+                         "a Python attribute (a counter, a next position) is read once at export, and the .pte "
+                         "uses that value on every call. Keep it in a buffer the graph writes (register_buffer, "
+                         "updated in place), or take it as an input from the app.")
         elif self.stateful and any(r.status == "diverge" for r in bad):
             steps.append("The program writes state it keeps between calls, and every probe started from the state "
                          "the model had. ExecuTorch serializes only the shape and dtype of a buffer the graph writes, "
