@@ -42,6 +42,7 @@ EXPECTED = {
     "11.config_branch": "pass",
     "11.batch_loop_static": "pass",
     "11.segmenter_min_delegated": "fail",
+    "13.doctor_example_values": "PASS",
     "13.int_position": "the runtime refuses a call",
     "13.prefill_arena": "prefill (Dim 1–32)",
     "13.runner_plain": "it refuses the program",

@@ -520,6 +520,57 @@ def _int_position() -> Reveal:
         "0) ran and the second was refused."), why_not={o: r for o, r in reasons.items() if o != answer})
 
 
+# ----- 8. the export doctor on a decode step -------------------------------------------------------------
+APP_VALUES = {"input_ids": (0, CONFIG["vocab_size"] - 1), "cache_position": (0, MAX_CACHE_LEN - 1)}
+
+
+@functools.cache
+def doctor_report(step_class: type[DecodeStep], app_values: bool) -> Any:
+    """The export doctor (:func:`helpers.doctor.examine`) on a fresh ``step_class(tiny_llama())`` with the lesson's
+    example (token 1 at position 0), exported and built as the exercise's check does (``strict=True``, the portable
+    kernels). ``app_values``: its probes draw token ids and positions from :data:`APP_VALUES` (``value_ranges``)."""
+    from helpers import doctor
+
+    return doctor.examine(step_class(tiny_llama()), step_example(), backend=EXERCISE_BACKEND, strict_export=True,
+                          value_ranges=APP_VALUES if app_values else None, target=step_class.__name__)
+
+
+def doctor_line(report: Any) -> str:
+    """The verdict and the two comparisons of a decode step's report, in one line each."""
+    inside = report.inside_rows
+    rows = report.sequence.rows if report.sequence is not None else []
+    first = next((k for k, r in enumerate(rows) if r.status != "match"), None)
+    in_a_row = (f"all {len(rows)} match" if first is None else
+                f"call {first + 1} of {len(rows)} is the first to differ")
+    return (f"{report.verdict.upper()} · one call at a time: {sum(r.status == 'match' for r in inside)} of "
+            f"{len(inside)} probes match · calls in a row: {in_a_row}")
+
+
+def _doctor_example_values() -> Reveal:
+    report = doctor_report(AppStep, False)
+    options = dict(zip(("pass", "probe", "row"), DOCTOR_OPTIONS))
+    rows = report.sequence.rows if report.sequence is not None else []
+    in_a_row_ok = bool(rows) and all(r.status == "match" for r in rows)
+    if report.failing_rows:
+        answer = options["probe"]
+    elif not in_a_row_ok:
+        answer = options["row"]
+    else:
+        answer = options["pass"]
+    tokens = sorted({int(v) for probe in report.probes if probe.args[0].numel() for v in probe.args[0].flatten()})
+    evidence = doctor_line(report)
+    reasons = {
+        options["pass"]: f"it did not pass: {evidence}",
+        options["probe"]: f"every probe matched one call at a time: {evidence}",
+        options["row"]: f"the calls in a row matched too: {evidence}",
+    }
+    return Reveal(answer, (
+        f"{evidence}. The doctor draws an integer input's values from the example's own, so every probe fed token "
+        f"id{'s' if len(tokens) > 1 else ''} {', '.join(map(str, tokens))}. With the same token in every slot, "
+        "attention returns that token's values whichever slots hold it, so whatever the counter did, eager and the "
+        ".pte give the same logits."), why_not={o: r for o, r in reasons.items() if o != answer})
+
+
 def cache_in_plan(program: PteArtifact) -> list[dict[str, Any]]:
     """Per method: where its memory plan puts the KV cache's key and value buffers (the arena, and each one's
     offset in it), as ``to_executorch()`` fixed them in the ``.pte``."""
@@ -614,7 +665,15 @@ SLOT_OPTIONS = ("nothing: the cache is not in the arena", "about the cache's own
                 "several times the cache's own 16 KB")
 TOKEN_OPTIONS = (f"all {NEW_TOKENS} the same", "the first the same, then they drift apart",
                  "different from the first token")
+DOCTOR_OPTIONS = ("PASS", "FAIL: a probe differs from eager, one call at a time",
+                  "FAIL: calls one after another differ from eager")
 QUESTIONS = [
+    Question("13.doctor_example_values", LESSON,
+             "The export doctor examines AppStep, the teammate's step of the exercise, with the lesson's example "
+             "(token 1 at position 0), exported and built as the exercise's check does. It compares the .pte with "
+             "eager on its probes one call at a time from the initial state, then on the same probes in calls one "
+             "after another. Its verdict:",
+             DOCTOR_OPTIONS, _doctor_example_values),
     Question("13.runner_plain", LESSON,
              "ExecuTorch's TextLLMRunner is given the decode program of section 4 (forward(input_ids, "
              "cache_position), the KV cache inside), a tokenizer file, and the prompt t5t17t42, greedy:",

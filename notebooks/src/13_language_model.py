@@ -440,6 +440,36 @@ from helpers import exercises
 grade = exercises.check("13.position", answer)
 
 # %% [markdown]
+# ## 8. In CI: the export doctor on a decode step
+#
+# The export doctor ([lesson 11](11_export_doctor.ipynb)) takes a decode step too: exported with `strict=True`, and,
+# because the program writes state it keeps between calls, compared with eager from the initial state on every probe,
+# then on the same probes in calls one after another, the state carried on both sides as the app's loop carries it.
+# Would it have caught the teammate's step?
+
+# %%
+questions.ask("13.doctor_example_values")
+
+# %%
+print(lm.doctor_line(lm.doctor_report(lm.AppStep, app_values=False)))
+
+# %% [markdown]
+# The doctor draws an integer input's values from the example's own: every probe fed token 1. Tell it the values
+# the app sends, token ids 0–255 and positions 0–31 (`value_ranges`, or `--value-range NAME=LOW:HIGH` on the command
+# line):
+
+# %%
+print(lm.APP_VALUES)
+app_report = lm.doctor_report(lm.AppStep, app_values=True)
+print(lm.doctor_line(app_report))
+print(app_report.next_steps()[0])
+
+# %% [markdown]
+# One call at a time still matches: from the initial state, eager's counter and the program's constant agree on the
+# first call. In a row they part from the second call. A probe set proves what its values reach: give the doctor
+# the values the app sends.
+
+# %% [markdown]
 # ## Takeaway
 #
 # A language model's KV cache becomes state *inside* the exported program: buffers it writes in place, planned in the
@@ -468,6 +498,9 @@ assert f"Index {lm.MAX_CACHE_LEN} is out of bounds" in str(long_error), long_err
 assert len(long_prompt) < lm.MAX_CACHE_LEN < len(long_prompt) + lm.NEW_TOKENS - 1  # the refusal comes mid-answer
 assert isinstance(fits_error, ValueError) and lm.check_fits(long_prompt[:21]) is None
 assert shifted[0] == rows[0]["eager"][0] and shifted != rows[0]["eager"], shifted  # same first token, then silent
+assert questions.get("13.doctor_example_values").actual()[0] == "PASS"
+assert not app_report.passed and app_report.failing_rows == [], lm.doctor_line(app_report)
+assert app_report.sequence.rows[0].status == "match" and app_report.sequence.rows[1].status == "diverge"
 assert len(writes) == 2 * lm.CONFIG["num_hidden_layers"], writes
 growth = arena["arena bytes"].diff().dropna()
 kv_growth = arena["KV cache bytes"].diff().dropna()
