@@ -51,8 +51,10 @@ __all__ = ["cache_dir", "program_key", "dynamic_shapes_repr", "load_entry", "sto
 
 FORMAT_VERSION = "6"
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
-# The library code that writes what an entry records beside the program (contract, delegation, notes).
-_RECORDING_CODE = ("lowering.py", "contract.py", "cache.py", "serialized.py", "records.py", "operators.py")
+# The library code that writes what an entry records beside the program (contract, delegation, notes; _quiet.py
+# collects the partitioner's reasons as they are logged).
+_RECORDING_CODE = ("lowering.py", "contract.py", "cache.py", "serialized.py", "records.py", "operators.py",
+                   "_quiet.py")
 
 
 def cache_dir() -> Path:

@@ -184,6 +184,34 @@ def test_lowering_reports_the_partitioners_reasons_and_writes_no_files(tmp_path,
     assert list((tmp_path / "cwd").iterdir()) == []
 
 
+class SlicedRows(torch.nn.Module):
+    """A layer, then a slice on a dynamic batch and an unsqueeze in the middle: XNNPACK declines the slice with a
+    reason that names the symbolic size, and the unsqueeze with another."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(8, 8)
+
+    def forward(self, x):  # (batch, 5, 8)
+        return self.proj(x)[:, 1:, :].unsqueeze(1).sum(2)
+
+
+def test_each_declined_operator_gets_the_reason_the_partitioner_logged_for_it(tmp_path, monkeypatch):
+    """The partitioner logs a reason per node while it partitions; later passes replace nodes. A version that read the
+    records after lowering (never on main: 67bdf2d) gave the slice "did not take these nodes and logged no reason"
+    here: the reason has to be read from each record as it is logged."""
+    monkeypatch.setenv("EXPORTLAB_CACHE_DIR", str(tmp_path))  # built here, with this code: not a recorded entry
+    torch.manual_seed(0)
+    art = helpers.lower(SlicedRows(), (rand(2, 5, 8),), dynamic_shapes={"x": {0: Dim("batch", min=1, max=8)}})
+    reasons = art.delegation().reasons()
+    assert set(reasons) == {"aten_slice_copy_tensor", "aten_sum_dim_int_list", "aten_unsqueeze_copy_default"}, reasons
+    (slice_reason,) = reasons["aten_slice_copy_tensor"]
+    assert "input tensor has invalid shape" in slice_reason and "torch.SymInt" in slice_reason, slice_reason
+    assert reasons["aten_unsqueeze_copy_default"] == ["unsqueeze_copy only supported on the trailing dimension"]
+    assert reasons["aten_sum_dim_int_list"] == ["XNNPACK has no rule for this operator"]
+    assert set(reasons) == set(art.delegation().portable_ops())
+
+
 class ReturnsInput(torch.nn.Module):
     """A graph without a single operator: its output is its input."""
 

@@ -444,7 +444,8 @@ grade = exercises.check("13.position", answer)
 #
 # The export doctor ([lesson 11](11_export_doctor.ipynb)) takes a decode step too: exported with `strict=True`, and,
 # because the program writes state it keeps between calls, compared with eager from the initial state on every probe,
-# then on the same probes in calls one after another, the state carried on both sides as the app's loop carries it.
+# then on the probes that matched in calls one after another, the state carried on both sides as the app's loop
+# carries it.
 # Would it have caught the teammate's step?
 
 # %%
@@ -454,9 +455,10 @@ questions.ask("13.doctor_example_values")
 print(lm.doctor_line(lm.doctor_report(lm.AppStep, app_values=False)))
 
 # %% [markdown]
-# The doctor draws an integer input's values from the example's own: every probe fed token 1. Tell it the values
-# the app sends, token ids 0–255 and positions 0–31 (`value_ranges`, or `--value-range NAME=LOW:HIGH` on the command
-# line):
+# The doctor draws an integer input's values from the example's own: every probe fed token 1. With the same token
+# in every slot, attention returns that token's values whichever slots hold it, so a wrong slot changes nothing the
+# logits show. Tell the doctor the values the app sends, token ids 0–255 and positions 0–31 (`value_ranges`, or
+# `--value-range NAME=LOW:HIGH` on the command line):
 
 # %%
 print(lm.APP_VALUES)
