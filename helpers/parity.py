@@ -184,7 +184,7 @@ def probe_inputs(example_args: Any, dynamic_shapes: Any = None, *, seed: int = 0
         arg_names: list[str] | None = [spec.name for spec in contract.inputs]
     else:
         arg_names = forward_parameter_names(model) if model is not None else None
-    ranges = _ranges_by_position(example, arg_names, value_ranges or {})
+    ranges = value_ranges_by_position(example, arg_names, value_ranges or {})
     probes = [Probe("example", example)]
     for kind in ("random", "positive", "negative", "zeros", "ones", "large", "small", "extremes"):
         probes.append(Probe(f"values: {kind}", _same_shape_args(example, base_shapes, kind, gen, ranges)))
@@ -261,8 +261,10 @@ def value_range_names(example: tuple[Any, ...], arg_names: Sequence[str] | None)
             if isinstance(a, torch.Tensor) and not a.dtype.is_floating_point and a.dtype != torch.bool]
 
 
-def _ranges_by_position(example: tuple[Any, ...], arg_names: Sequence[str] | None,
-                        value_ranges: Mapping[str, tuple[int, int]]) -> list[tuple[int, int] | None]:
+def value_ranges_by_position(example: tuple[Any, ...], arg_names: Sequence[str] | None,
+                             value_ranges: Mapping[str, tuple[int, int]]) -> list[tuple[int, int] | None]:
+    """``value_ranges`` as one entry per input of ``example`` (None where none is given); a ``ValueError`` for a name
+    that is not an integer input, or a range that is not two integers, low ≤ high."""
     integers = value_range_names(example, arg_names)
     unknown = sorted(set(value_ranges) - set(integers))
     if unknown:

@@ -24,7 +24,7 @@ import torch
 
 from ..contract import forward_parameter_names
 from ..display import error_line
-from ..parity import Tolerance
+from ..parity import Tolerance, value_range_names, value_ranges_by_position
 from .report import STAGE_NAMES, DoctorReport, Stage
 
 if TYPE_CHECKING:
@@ -379,15 +379,11 @@ def check_value_ranges(model: torch.nn.Module, example_args: tuple[Any, ...],
     """``ValueError`` unless every name of ``value_ranges`` is an integer input of ``forward()`` and each range is two
     integers, low ≤ high."""
     if value_ranges:
-        from ..parity import _ranges_by_position
-
-        _ranges_by_position(example_args, forward_parameter_names(model), value_ranges)
+        value_ranges_by_position(example_args, forward_parameter_names(model), value_ranges)
 
 
 def _ranges_per_method(methods: Mapping[str, tuple[torch.nn.Module, tuple[Any, ...], Any]],
                        value_ranges: Mapping[str, tuple[int, int]]) -> dict[str, dict[str, tuple[int, int]]]:
-    from ..parity import value_range_names
-
     per_method = {}
     for name, (model, args, _dynamic) in methods.items():
         integers = set(value_range_names(tuple(args), forward_parameter_names(model)))

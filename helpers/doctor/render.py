@@ -250,8 +250,7 @@ def to_text(report: DoctorReport) -> str:
         if report.stateful:
             lines.append(f"              {STATEFUL_NOTE.format(n=len(report.stateful))}")
         if report.sequence is not None:
-            rows = report.sequence.rows
-            first = next((k for k, r in enumerate(rows) if r.status != "match"), None)
+            rows, first = report.sequence.rows, report.first_call_apart
             lines.append(f"              {'✓' if first is None else '✗'} then the {len(rows)} matching probes again, one "
                          "call after another (state carried): " + (
                              "every call matches eager" if first is None else

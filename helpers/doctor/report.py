@@ -128,6 +128,13 @@ class DoctorReport:
     profile: Any = None  # helpers.doctor.profile.RuntimeProfile, measured when --max-portable-time is given
 
     @property
+    def first_call_apart(self) -> int | None:
+        """With state: the index in :attr:`sequence` of the first call in a row that does not match eager (None when
+        every call matches, or when there is no sequence)."""
+        rows = self.sequence.rows if self.sequence is not None else []
+        return next((k for k, r in enumerate(rows) if r.status != "match"), None)
+
+    @property
     def user_rows(self) -> list[Any]:
         """The rows of the user's own inputs (``--inputs``), after the generated probes."""
         rows = self.parity.rows if self.parity else []
@@ -188,8 +195,7 @@ class DoctorReport:
                              [f"{name}: planned for {self.contract.dims()[name].planned}" for name in unbounded],
                              f"--strict: Dim {', '.join(unbounded)} has no max"))
         if self.sequence is not None:
-            rows = self.sequence.rows
-            first = next((k for k, r in enumerate(rows) if r.status != "match"), None)
+            rows, first = self.sequence.rows, self.first_call_apart
             out.append(Check(
                 "state across calls", first is None,
                 f"the {len(rows)} matching probes called again one after another, state carried on both sides: "

@@ -538,8 +538,7 @@ def doctor_report(step_class: type[DecodeStep], app_values: bool) -> Any:
 def doctor_line(report: Any) -> str:
     """The verdict and the two comparisons of a decode step's report, in one line each."""
     inside = report.inside_rows
-    rows = report.sequence.rows if report.sequence is not None else []
-    first = next((k for k, r in enumerate(rows) if r.status != "match"), None)
+    rows, first = report.sequence.rows if report.sequence is not None else [], report.first_call_apart
     in_a_row = (f"all {len(rows)} match" if first is None else
                 f"call {first + 1} of {len(rows)} is the first to differ")
     return (f"{report.verdict.upper()} · one call at a time: {sum(r.status == 'match' for r in inside)} of "
@@ -549,11 +548,9 @@ def doctor_line(report: Any) -> str:
 def _doctor_example_values() -> Reveal:
     report = doctor_report(AppStep, False)
     options = dict(zip(("pass", "probe", "row"), DOCTOR_OPTIONS))
-    rows = report.sequence.rows if report.sequence is not None else []
-    in_a_row_ok = bool(rows) and all(r.status == "match" for r in rows)
     if report.failing_rows:
         answer = options["probe"]
-    elif not in_a_row_ok:
+    elif report.sequence is None or report.first_call_apart is not None:
         answer = options["row"]
     else:
         answer = options["pass"]
