@@ -180,3 +180,36 @@ class CountingTokenCache(TokenCache):
 
 def counting_token_cache():
     return {"model": CountingTokenCache(), "args": (torch.tensor([1]), torch.tensor([0]))}
+
+
+class PromptCache(nn.Module):
+    """Prefill and decode in miniature: one module behind two methods, as one language model is. Each call writes
+    its tokens' embeddings at their positions (a prompt of n tokens at once, or one token) and returns, for each
+    token, scores over the 256 token ids from its embedding and the mean of the slots up to the last position:
+    (n, 256), as a language model's logits."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("table", torch.randn(256, 64, generator=torch.Generator().manual_seed(0)) / 8)
+        self.register_buffer("slots", torch.zeros(SLOTS, 64))
+
+    def forward(self, tokens, positions):  # tokens (n,) int64, positions (n,) int64
+        embedded = nn.functional.embedding(tokens, self.table)
+        self.slots.index_copy_(0, positions, embedded)
+        last = positions.max()
+        context = (self.slots * (torch.arange(SLOTS) <= last).unsqueeze(-1)).sum(0) / (last + 1)
+        return (embedded + context) @ self.table.T
+
+
+def prefill_decode(share: bool = True):
+    """A program of two methods over one PromptCache: ``prefill`` (2 to 8 tokens) and ``decode`` (one token)."""
+    model, n = PromptCache(), Dim("n", min=2, max=8)
+    return {"methods": {"prefill": {"model": model, "args": (torch.tensor([1, 2, 3, 4]), torch.arange(4)),
+                                    "dynamic_shapes": {"tokens": {0: n}, "positions": {0: n}}},
+                        "decode": {"model": model, "args": (torch.tensor([5]), torch.tensor([4]))}},
+            "share_mutable_buffers": share}
+
+
+def prefill_decode_separate():
+    """The same program built with ExecuTorch's default: each method plans its own copy of ``slots``."""
+    return prefill_decode(share=False)

@@ -24,7 +24,7 @@ ARENA_AT_128 = 655_424  # TinySegmenter's arena with height, width ≤ 128 (less
 
 JSON_KEYS = {"schema_version", "tool", "target", "backend", "inputs", "verdict", "exit_status", "headline", "options",
              "stages", "diagnosis", "internal_error", "contract", "probes", "counts", "delegation", "memory", "checks",
-             "draft_export", "bundle", "next_steps", "method", "located", "profile", "stateful_buffers", "sequence"}
+             "draft_export", "bundle", "next_steps", "method", "located", "profile", "stateful_buffers", "sequence", "across_methods"}
 PROBE_KEYS = {"label", "shapes", "status", "status_words", "within_contract", "kind", "failure", "message",
               "contract_message", "max_abs_diff", "max_abs_diff_text", "source"}
 NESTED_KEYS = {  # the documented schema of the nested objects (README, helpers/doctor/render.py)

@@ -114,6 +114,9 @@ def program_with_extra_key():
 def program_without_methods():
     return {"methods": {}}
 
+def program_share_not_bool():
+    return {"methods": {"forward": good()}, "share_mutable_buffers": "yes"}
+
 def program_bad_method_name():
     return {"methods": {"not a name": good()}}
 
@@ -156,7 +159,9 @@ USAGE_CASES = {
     "function raises": (["--spec", "bad_specs:raises"], "calling it failed: RuntimeError: boom (bad_specs.py:"),
     "eager fails": (["--spec", "bad_specs:eager_fails"], "the model does not run on the spec's inputs in eager"),
     "program with another key": (["--spec", "bad_specs:program_with_extra_key"],
-                                 "a program spec has only 'methods'; found also 'model'"),
+                                 "a program spec has only 'methods' and 'share_mutable_buffers'; found also 'model'"),
+    "share_mutable_buffers not a bool": (["--spec", "bad_specs:program_share_not_bool"],
+                                         "'share_mutable_buffers' is 'yes'; expected True or False"),
     "program without methods": (["--spec", "bad_specs:program_without_methods"],
                                 "'methods' must be a non-empty dict"),
     "method name": (["--spec", "bad_specs:program_bad_method_name"], "method name 'not a name' is not a Python"),

@@ -180,3 +180,62 @@ def test_value_ranges_bound_the_generated_integers_and_reach_both_ends():
         probe_inputs(example, model=_spec("counting_token_cache")["model"], value_ranges={"slots": (0, 1)})
     with pytest.raises(ValueError, match="low ≤ high"):
         probe_inputs(example, model=_spec("counting_token_cache")["model"], value_ranges={"token": (5, 1)})
+
+
+def _prefill_decode_run(tmp_path: Path, capsys, name: str) -> tuple[int, str, dict]:
+    code = main(["--spec", f"{SPECS}:{name}", "--backend", "portable", "--json", str(tmp_path / "p.json"), "--quiet"])
+    return code, capsys.readouterr().out, json.loads((tmp_path / "p.json").read_text())
+
+
+def _matching(method: dict) -> list[str]:
+    return [f"{method['method']}: {p['label']}" for p in method["probes"]
+            if p["within_contract"] and p["status"] == "match"]
+
+
+def test_prefill_and_decode_sharing_one_cache_are_called_one_after_another_and_match(tmp_path, capsys):
+    """A program spec with "share_mutable_buffers": True: the doctor builds it so, and calls prefill's matching probes
+    then decode's on one loaded program, as an app prefills and then decodes."""
+    code, out, data = _prefill_decode_run(tmp_path, capsys, "prefill_decode")
+    assert code == 0, out
+    prefill, decode = data["methods"]
+    assert prefill["across_methods"] == decode["across_methods"]
+    across = prefill["across_methods"]
+    assert across["methods"] == ["prefill", "decode"] and across["share_mutable_buffers"] is True
+    assert [c["label"] for c in across["calls"]] == _matching(prefill) + _matching(decode)
+    assert {c["status"] for c in across["calls"]} == {"match"}
+    check = next(c for c in decode["checks"] if c["name"] == "state across methods")
+    assert check["passed"] and "prefill then decode, one after another on one loaded program" in check["message"]
+    assert "✓ prefill then decode one after another" in out
+
+
+def test_without_shared_buffers_each_method_matches_alone_and_decode_after_prefill_does_not(tmp_path, capsys):
+    """ExecuTorch's default plans each method's buffers on its own: prefill writes its place for the cache, decode
+    reads its own. One method at a time (from the initial state) nothing differs; prefill then decode differs from
+    decode's first call."""
+    code, out, data = _prefill_decode_run(tmp_path, capsys, "prefill_decode_separate")
+    assert code == 1, out
+    prefill, decode = data["methods"]
+    assert prefill["counts"]["failures"] == decode["counts"]["failures"] == 0
+    assert {c["status"] for c in prefill["sequence"] + decode["sequence"]} == {"match"}  # each method alone, in a row
+    calls = prefill["across_methods"]["calls"]
+    first = next(k for k, c in enumerate(calls) if c["status"] != "match")
+    assert first == len(_matching(prefill)) and calls[first]["label"].startswith("decode: "), calls
+    assert prefill["across_methods"]["share_mutable_buffers"] is False
+    assert f"prefill then decode differ from call {first + 1}" in decode["headline"]
+    assert "share_mutable_buffers" in decode["next_steps"][0] and "share_memory_arenas" in decode["next_steps"][0]
+    assert data["verdict"] == "fail"
+
+
+def test_methods_with_state_of_their_own_are_not_called_across():
+    """Two models, one cache each: what one method writes the other never reads in eager either."""
+    import doctor_specs
+
+    from helpers.doctor.examine import examine_methods
+
+    spec = doctor_specs.prefill_decode()["methods"]
+    methods = {"prefill": (doctor_specs.PromptCache(), spec["prefill"]["args"], spec["prefill"]["dynamic_shapes"]),
+               "decode": (doctor_specs.PromptCache(), spec["decode"]["args"], None)}
+    reports = examine_methods(methods, backend="portable")
+    assert [r.stateful for r in reports] == [["slots"], ["slots"]]
+    assert all(r.across_methods is None for r in reports)
+    assert "state across methods" not in {c.name for r in reports for c in r.checks}

@@ -36,7 +36,7 @@ from ..parity import flat_outputs, value_range_names
 from . import github, render
 from .examine import call_keeping_state, examine, examine_methods
 from .report import EXIT_ERROR, EXIT_PASS, EXIT_USAGE, DoctorReport, ModelRun, program_verdict, runs_verdict
-from .spec import FlatSpec, SpecError, flatten_program, in_eval_mode
+from .spec import FlatSpec, ProgramSpec, SpecError, flatten_program, in_eval_mode
 
 __all__ = ["UsageError", "ExampleSpec", "DimSpec", "Prepared", "parse_example", "parse_dim", "parse_kwarg",
            "parse_operators", "parse_tolerance", "load_model", "load_spec", "load_inputs", "make_examples", "forward_inputs", "build_dynamic_shapes", "integer_highs",
@@ -438,10 +438,10 @@ def build_dynamic_shapes(names: list[str], examples: tuple[torch.Tensor, ...], d
     return out
 
 
-def load_spec(target: str) -> tuple[dict[str, FlatSpec], bool]:
+def load_spec(target: str) -> ProgramSpec:
     """Import ``MODULE_OR_FILE:FUNCTION``, call it, check what it returns and make it flat
-    (:mod:`helpers.doctor.spec`): ``({method: FlatSpec}, several methods?)``. Anything wrong is a
-    :class:`UsageError`."""
+    (:mod:`helpers.doctor.spec`): a :class:`~helpers.doctor.spec.ProgramSpec` (its methods, whether there are
+    several, the program's ``share_mutable_buffers``). Anything wrong is a :class:`UsageError`."""
     function = _resolve(target, "FUNCTION")
     if not callable(function) or isinstance(function, torch.nn.Module) or inspect.isclass(function):
         raise UsageError(f"--spec {target}: a {type(function).__name__}, not a function returning a spec dict")
@@ -544,6 +544,7 @@ class Prepared:
     traceback: bool = False
     methods: dict[str, FlatSpec] | None = None  # --spec with {"methods": ...}: every method of the program
     strict_export: bool = False  # --spec with "strict": True (one method)
+    share_mutable_buffers: bool = False  # --spec of a program with "share_mutable_buffers": True
     extra_inputs: dict[str, list[tuple[torch.Tensor, ...]]] = field(default_factory=dict)  # --inputs, per method
     value_ranges: dict[str, tuple[int, int]] = field(default_factory=dict)  # --value-range
 
@@ -708,7 +709,7 @@ def prepare(argv: Sequence[str]) -> Prepared:
                "allow_portable": allow_portable, "max_subgraphs": ns.max_subgraphs, "max_pte_bytes": ns.max_pte_bytes,
                "max_portable_time": ns.max_portable_time, "value_ranges": value_ranges}
     if ns.spec is not None:
-        flats, several = load_spec(ns.spec)
+        flats, several, share = load_spec(ns.spec)
         if several:
             given = [flag for flag, used in (("--pte", ns.pte), ("--bundle", ns.bundle),
                                              ("--draft-export", ns.draft_export),
@@ -732,7 +733,7 @@ def prepare(argv: Sequence[str]) -> Prepared:
         extra = load_inputs(ns.inputs, flats, several) if ns.inputs else {}
         return Prepared(ns.spec, first.model, first.example_args, first.dynamic_shapes, ns.backend, ns.seed, atol,
                         rtol, ns.report, ns.quiet, **options, methods=flats if several else None,
-                        extra_inputs=extra, strict_export=first.strict)
+                        extra_inputs=extra, strict_export=first.strict, share_mutable_buffers=share)
     model = load_model(ns.target, kwargs)
     names, required = forward_inputs(model)
     if not examples_spec:
@@ -840,6 +841,7 @@ def _examine(prepared: Prepared, say: Callable[[str], None]) -> list[DoctorRepor
         {name: (f.model, f.example_args, f.dynamic_shapes) for name, f in prepared.methods.items()},
         progress=say, extra_inputs=prepared.extra_inputs,
         strict_export={name: f.strict for name, f in prepared.methods.items()},
+        share_mutable_buffers=prepared.share_mutable_buffers,
         **{k: options[k] for k in ("backend", "target", "seed", "atol", "rtol", "strict", "min_delegated",
                                    "max_arena_bytes", "allow_portable", "max_subgraphs", "max_pte_bytes",
                                    "value_ranges")})

@@ -411,6 +411,46 @@ def calls_in_a_row(model: torch.nn.Module, artifact: PteArtifact, report: Doctor
     return compare(copy.deepcopy(model), artifact.reloaded(), calls, method=method, atol=atol, rtol=rtol)
 
 
+def _initial_together(methods: Mapping[str, tuple[torch.nn.Module, tuple[Any, ...], Any]]
+                      ) -> dict[str, torch.nn.Module] | None:
+    """The methods' models copied in one go, so that a module two methods share (one language model behind prefill
+    and decode) stays one module in the copy; None when they cannot be copied."""
+    try:
+        return copy.deepcopy({name: model for name, (model, _args, _dynamic) in methods.items()})
+    except Exception:  # noqa: BLE001 - a model that cannot be copied: no calls across methods
+        return None
+
+
+def _sharing_state(methods: Mapping[str, tuple[torch.nn.Module, tuple[Any, ...], Any]],
+                   reports: Mapping[str, DoctorReport]) -> list[str]:
+    """The methods, in order, whose eager models share a buffer with another method's and whose programs write
+    state: what one of them writes, another reads in eager (a KV cache behind prefill and decode)."""
+    buffers = {name: {id(b) for b in model.buffers()} for name, (model, _args, _dynamic) in methods.items()
+               if reports[name].stateful and reports[name].parity is not None}
+    return [name for name in buffers if any(buffers[name] & ids for other, ids in buffers.items() if other != name)]
+
+
+def calls_across_methods(models: Mapping[str, torch.nn.Module], artifact: PteArtifact,
+                         reports: Mapping[str, DoctorReport], order: Sequence[str], *, atol: Tolerance,
+                         rtol: Tolerance) -> Any:
+    """Methods that share state in eager, called as an app calls them: each method's probes that matched eager from
+    the initial state, method after method in ``order`` (prefill's, then decode's), on ``models`` (copies that
+    share what the originals share) and one loaded program, the state carried on both sides. What comparing each
+    method alone cannot see: whether the ``.pte``'s methods share the buffers (``share_mutable_buffers``). A
+    :class:`helpers.ParityReport` whose row labels name the method, or None when fewer than two calls qualify."""
+    from ..parity import ParityReport, check_one
+
+    program = artifact.reloaded()
+    across = ParityReport(" then ".join(order))
+    for name in order:
+        report = reports[name]
+        for probe, row in zip(report.probes, report.parity.rows):
+            if row.within_contract and row.status == "match":
+                across.rows.append(check_one(models[name], program, probe.args, method=name,
+                                             label=f"{name}: {probe.label}", atol=atol, rtol=rtol))
+    return across if len({r.label.split(":")[0] for r in across.rows}) > 1 else None
+
+
 def _locate(run: _Run, artifact: PteArtifact, model: torch.nn.Module, normalised: Any, exported: Any, *,
             atol: Tolerance, rtol: Tolerance, examined: str) -> None:
     """Where each diverging probe (inside the contract) first leaves eager: :mod:`helpers.doctor.locate`.
@@ -455,7 +495,8 @@ def examine_methods(methods: Mapping[str, tuple[torch.nn.Module, tuple[Any, ...]
                     max_pte_bytes: int | None = None,
                     extra_inputs: Mapping[str, Sequence[tuple[Any, ...]]] | None = None,
                     strict_export: Mapping[str, bool] | None = None,
-                    value_ranges: Mapping[str, tuple[int, int]] | None = None) -> list[DoctorReport]:
+                    value_ranges: Mapping[str, tuple[int, int]] | None = None,
+                    share_mutable_buffers: bool = False) -> list[DoctorReport]:
     """The doctor's pipeline on a program of several methods (``{name: (model, example_args, dynamic_shapes)}``):
     one :class:`DoctorReport` per method, in order.
 
@@ -467,6 +508,13 @@ def examine_methods(methods: Mapping[str, tuple[torch.nn.Module, tuple[Any, ...]
     prefill and decode) is compared from the initial state on every probe, then in calls one after another, as
     :func:`examine` does. ``value_ranges``: as :func:`examine`'s, applied to every method with an integer input of that
     name (a ``ValueError`` for a name no method has).
+
+    Methods whose eager models share a buffer they write (prefill and decode of one language model, one KV cache) are
+    also called *across methods*, as the app calls them: each method's matching probes in the order of ``methods``
+    (prefill's, then decode's), on one copy of the models and one loaded program, the state carried
+    (:func:`calls_across_methods`; the check "state across methods"). ``share_mutable_buffers``: build the program
+    with ExecuTorch's ``MemoryPlanningPass(share_mutable_buffers=True)`` (:func:`helpers.lower_methods`); without
+    it each method of the ``.pte`` keeps its own copy of the buffers, and the calls across methods say so.
     """
     from ..diagnose import FIXES, Diagnosis, diagnose_failure
     from ..lowering import export_methods, lower_exported
@@ -486,6 +534,7 @@ def examine_methods(methods: Mapping[str, tuple[torch.nn.Module, tuple[Any, ...]
         normalised: dict[str, tuple[torch.nn.Module, tuple[Any, ...], Any]] = {}
         exported: dict[str, torch.export.ExportedProgram] = {}
         initial: dict[str, torch.nn.Module] = {}
+        together = _initial_together(methods)  # before any call: the methods' models as the app starts them
         for name, (model, args, dynamic) in methods.items():
             run = runs[name]
             run.report.inputs = _describe_inputs(model, args, dynamic)
@@ -522,7 +571,8 @@ def examine_methods(methods: Mapping[str, tuple[torch.nn.Module, tuple[Any, ...]
             run.begin("lower")
         say(f"lowering {len(methods)} methods together to {backend} and loading the .pte in the ExecuTorch runtime")
         try:
-            artifact = lower_exported(normalised, exported, backend=backend)
+            artifact = lower_exported(normalised, exported, backend=backend,
+                                      share_mutable_buffers=share_mutable_buffers)
         except Exception as exc:  # noqa: BLE001
             diagnosis = diagnose_failure(exc)
             if diagnosis is None:
@@ -544,6 +594,18 @@ def examine_methods(methods: Mapping[str, tuple[torch.nn.Module, tuple[Any, ...]
         for name, (_model, args, dynamic) in normalised.items():
             _examine_loaded(runs[name], artifact, initial[name], args, dynamic, seed=seed, atol=atol, rtol=rtol,
                             method=name, extra_inputs=(extra_inputs or {}).get(name, ()))
+        sharing = _sharing_state(methods, reports)
+        if together is not None and len(sharing) > 1:
+            say(f"calling {' then '.join(sharing)} one after another, as the app does (state carried)")
+            across = calls_across_methods(together, artifact, reports, sharing, atol=atol, rtol=rtol)
+            for name in sharing:
+                reports[name].across_methods = across
+                reports[name].share_mutable_buffers = share_mutable_buffers
+                if across is not None and any(r.status != "match" for r in across.rows):
+                    compare_stage = next((s for s in reports[name].stages if s.name == "compare"), None)
+                    if compare_stage is not None:
+                        compare_stage.status = "failed"
+        for name in normalised:
             _mark_failed_checks(reports[name])
     except Exception as exc:  # noqa: BLE001 - the doctor's own failure: reported as such on every method
         for run in runs.values():

@@ -33,7 +33,7 @@ JSON schema (``schema_version`` 1; fields are only ever added within a version):
 - ``memory``: ``{arena_bytes, pte_bytes}`` or null
 - ``checks``: list of ``{name, passed, message, details}``; name in parity, strict: outside the contract,
   strict: bounded Dims, min-delegated, max-arena-bytes, allow-portable, max-subgraphs, max-pte-bytes,
-  max-portable-time, bundle, state across calls
+  max-portable-time, bundle, state across calls, state across methods
 - ``draft_export``: ``{issues: [{kind, summary, where}], report, error}`` or null
 - ``bundle``: ``{path, bytes, test_cases, labels, rtol, atols, verified, failed, left_out, problem, verify}``
   or null (``verify``: Python that checks the bundle with ExecuTorch's bindings)
@@ -50,6 +50,10 @@ JSON schema (``schema_version`` 1; fields are only ever added within a version):
 - ``sequence``: for a program with state, the probes that matched from the initial state, called again one after
   another with the state carried (its check is "state across calls"): ``[{label, status, max_abs_diff}]`` in call
   order, or null
+- ``across_methods``: for methods of one program that share state in eager (prefill and decode of one KV cache),
+  each one's matching probes called method after method on one loaded program (its check is "state across
+  methods"): ``{methods: [names in call order], share_mutable_buffers, calls: [{label, status, max_abs_diff}]}``,
+  the labels starting with the method's name; null otherwise (every sharing method's report has the same)
 
 A program of several methods (``--spec`` returning ``{"methods": ...}``) is one object ``{schema_version, tool,
 target, verdict, exit_status, methods: [one report as above per method, in order]}`` (:func:`program_to_dict`);
@@ -253,6 +257,12 @@ def to_text(report: DoctorReport) -> str:
             rows, first = report.sequence.rows, report.first_call_apart
             lines.append(f"              {'✓' if first is None else '✗'} then the {len(rows)} matching probes again, one "
                          "call after another (state carried): " + (
+                             "every call matches eager" if first is None else
+                             f"call {first + 1} ({rows[first].label}) is the first that differs: {row_detail(rows[first])}"))
+        if report.across_methods is not None:
+            rows, first = report.across_methods.rows, report.first_across_apart
+            lines.append(f"              {'✓' if first is None else '✗'} {report.across_methods.method} one after "
+                         f"another ({len(rows)} calls, state carried): " + (
                              "every call matches eager" if first is None else
                              f"call {first + 1} ({rows[first].label}) is the first that differs: {row_detail(rows[first])}"))
         if report.user_inputs:
@@ -477,6 +487,11 @@ def to_dict(report: DoctorReport) -> dict[str, Any]:
         "sequence": None if report.sequence is None else [
             {"label": r.label, "status": r.status, "max_abs_diff": _number(r.max_abs_diff)}
             for r in report.sequence.rows],
+        "across_methods": None if report.across_methods is None else {
+            "methods": report.across_methods.method.split(" then "),
+            "share_mutable_buffers": report.share_mutable_buffers,
+            "calls": [{"label": r.label, "status": r.status, "max_abs_diff": _number(r.max_abs_diff)}
+                      for r in report.across_methods.rows]},
     }
     if report.contract is not None:
         data = report.contract.to_dict()

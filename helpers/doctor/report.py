@@ -123,6 +123,8 @@ class DoctorReport:
     located: list[Any] = field(default_factory=list)  # helpers.doctor.locate.Located: where diverging probes start
     stateful: list[str] = field(default_factory=list)  # buffers the program writes (kept between calls: a KV cache)
     sequence: Any = None  # helpers.ParityReport: with state, the matching probes again one call after another
+    across_methods: Any = None  # helpers.ParityReport: methods sharing state, called one after another (prefill, decode)
+    share_mutable_buffers: bool = False  # the program was built with MemoryPlanningPass(share_mutable_buffers=True)
     value_ranges: dict[str, tuple[int, int]] = field(default_factory=dict)  # integer inputs' values, both included
     max_portable_time: float | None = None  # --max-portable-time (percent of the measured run time)
     profile: Any = None  # helpers.doctor.profile.RuntimeProfile, measured when --max-portable-time is given
@@ -132,6 +134,12 @@ class DoctorReport:
         """With state: the index in :attr:`sequence` of the first call in a row that does not match eager (None when
         every call matches, or when there is no sequence)."""
         rows = self.sequence.rows if self.sequence is not None else []
+        return next((k for k, r in enumerate(rows) if r.status != "match"), None)
+
+    @property
+    def first_across_apart(self) -> int | None:
+        """Methods sharing state: the index in :attr:`across_methods` of the first call that does not match eager."""
+        rows = self.across_methods.rows if self.across_methods is not None else []
         return next((k for k, r in enumerate(rows) if r.status != "match"), None)
 
     @property
@@ -205,6 +213,17 @@ class DoctorReport:
                 [f"call {k + 1} ({r.label}): {STATUS_WORDS[r.status]}" for k, r in enumerate(rows)
                  if r.status != "match"],
                 f"calls in a row differ from call {first + 1}" if first is not None else ""))
+        if self.across_methods is not None:
+            rows, first = self.across_methods.rows, self.first_across_apart
+            out.append(Check(
+                "state across methods", first is None,
+                f"{self.across_methods.method}, one after another on one loaded program ({len(rows)} calls, state "
+                "carried): " + ("every call matches eager" if first is None else
+                                f"call {first + 1} ({rows[first].label}) is the first that differs from eager: "
+                                f"{STATUS_WORDS[rows[first].status]}"),
+                [f"call {k + 1} ({r.label}): {STATUS_WORDS[r.status]}" for k, r in enumerate(rows)
+                 if r.status != "match"],
+                f"{self.across_methods.method} differ from call {first + 1}" if first is not None else ""))
         if self.min_delegated is not None and self.delegation is not None:
             share = 100 * self.delegation.coverage
             ok = share + 1e-9 >= self.min_delegated
@@ -352,6 +371,19 @@ class DoctorReport:
                          "a Python attribute (a counter, a next position) is read once at export, and the .pte "
                          "uses that value on every call. Keep it in a buffer the graph writes (register_buffer, "
                          "updated in place), or take it as an input from the app.")
+        elif self.first_across_apart is not None and not bad:
+            if self.share_mutable_buffers:
+                steps.append("Each method matches eager on its own, and called one after another they do not, though "
+                             "the program shares its mutable buffers: look for state one method keeps that the "
+                             "other does not read (a buffer of another name, a value kept in a Python attribute).")
+            else:
+                steps.append("Each method matches eager on its own, and called one after another they do not: in "
+                             "eager the methods share the buffers they write, and ExecuTorch's memory planner plans "
+                             "each method on its own, so each has its own place for them, unless the program is "
+                             "built with "
+                             "MemoryPlanningPass(share_mutable_buffers=True) (the spec's \"share_mutable_buffers\": "
+                             "True). A C++ app's Module must then share its arenas between methods "
+                             "(share_memory_arenas).")
         elif self.stateful and any(r.status == "diverge" for r in bad):
             steps.append("The program writes state it keeps between calls, and every probe started from the state "
                          "the model had. ExecuTorch serializes only the shape and dtype of a buffer the graph writes, "

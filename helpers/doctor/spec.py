@@ -15,7 +15,9 @@ Outputs are returned as the flat tuple of their tensors, in pytree order (as the
 
 ``{"methods": {name: spec, ...}}`` is a program of several methods (buckets, a hoisted decision), each method a
 spec as above: :func:`flatten_program` makes each flat. A model that writes state it keeps between calls (a KV
-cache) is compared from its initial state on every probe (see :func:`helpers.doctor.examine`).
+cache) is compared from its initial state on every probe (see :func:`helpers.doctor.examine`). The program spec's
+``"share_mutable_buffers": True`` builds the program with ExecuTorch's ``MemoryPlanningPass(share_mutable_buffers=
+True)``, as an app whose prefill and decode methods share one KV cache must.
 
 Everything wrong with a spec is a :class:`SpecError`: one line, which the command line prints before exiting
 with status 2 (this module imports nothing of the doctor).
@@ -26,12 +28,13 @@ from __future__ import annotations
 import keyword
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch.utils import _pytree as pytree
 
-__all__ = ["SpecError", "FlatModel", "FlatSpec", "flatten_spec", "flatten_program", "SPEC_KEYS"]
+__all__ = ["SpecError", "FlatModel", "FlatSpec", "ProgramSpec", "flatten_spec", "flatten_program", "SPEC_KEYS",
+           "PROGRAM_KEYS"]
 
 SPEC_KEYS = ("model", "args", "kwargs", "dynamic_shapes", "strict")
 
@@ -212,18 +215,35 @@ def flatten_spec(spec: Any, *, where: str = "the spec") -> FlatSpec:
     return FlatSpec(flat, example, dynamic_by_name or None, names, strict)
 
 
-def flatten_program(spec: Any, *, where: str = "the spec") -> tuple[dict[str, FlatSpec], bool]:
-    """``({method: FlatSpec}, several?)``: ``{"methods": {name: spec}}`` gives one per method (``several`` True,
-    even for one); a plain spec gives ``{"forward": ...}``. Raises :class:`SpecError`."""
+PROGRAM_KEYS = ("methods", "share_mutable_buffers")
+
+
+class ProgramSpec(NamedTuple):
+    """A spec made flat: one :class:`FlatSpec` per method (``{"forward": ...}`` for a plain spec), whether the spec
+    was a program of methods (``several``, even for one), and the program's memory-planning option."""
+
+    methods: dict[str, FlatSpec]
+    several: bool
+    share_mutable_buffers: bool = False
+
+
+def flatten_program(spec: Any, *, where: str = "the spec") -> ProgramSpec:
+    """``{"methods": {name: spec}, "share_mutable_buffers": bool}`` gives one :class:`FlatSpec` per method; a plain
+    spec gives ``{"forward": ...}``. Raises :class:`SpecError`."""
     if not (isinstance(spec, dict) and "methods" in spec):
-        return {"forward": flatten_spec(spec, where=where)}, False
-    extra = sorted(set(spec) - {"methods"})
+        return ProgramSpec({"forward": flatten_spec(spec, where=where)}, False)
+    extra = sorted(set(spec) - set(PROGRAM_KEYS))
     if extra:
-        raise SpecError(f"{where}: a program spec has only 'methods'; found also {', '.join(map(repr, extra))}")
+        raise SpecError(f"{where}: a program spec has only {' and '.join(map(repr, PROGRAM_KEYS))}; found also "
+                        f"{', '.join(map(repr, extra))}")
+    share = spec.get("share_mutable_buffers", False)
+    if not isinstance(share, bool):
+        raise SpecError(f"{where}: 'share_mutable_buffers' is {share!r}; expected True or False")
     methods = spec["methods"]
     if not isinstance(methods, dict) or not methods:
         raise SpecError(f"{where}: 'methods' must be a non-empty dict {{method name: spec}}")
     for name in methods:
         if not isinstance(name, str) or not name.isidentifier():
             raise SpecError(f"{where}: method name {name!r} is not a Python identifier")
-    return {name: flatten_spec(method, where=f"{where} method {name!r}") for name, method in methods.items()}, True
+    return ProgramSpec({name: flatten_spec(method, where=f"{where} method {name!r}")
+                        for name, method in methods.items()}, True, share)
