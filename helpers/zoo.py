@@ -1,4 +1,5 @@
-"""A zoo of real architectures at toy size, for the export doctor: BERT, GPT-2, ResNet, ViT, ConvNeXt, a GRU.
+"""A zoo of real architectures at toy size, for the export doctor: BERT, GPT-2, ResNet, ViT, ConvNeXt, a GRU, and a
+Llama with a static KV cache.
 
 Each builder makes the model from a small config (``transformers`` classes, 2 layers, hidden size 32)
 with seeded random weights, in ``eval()`` mode, and never downloads anything. Each one is wrapped so
@@ -21,7 +22,13 @@ vit_static    (none, 32×32)                                 pass     the fix to
 convnext      pixel_values: height, width 32..128           pass     convolutions and per-pixel LayerNorms
 gru           x: frames 2..64                               fail     nn.GRU specializes its sequence length
 gru_batch     x: batch 1..8                                 pass     a dynamic batch works
+llama         input_ids, cache_position: seq 1..16 shared   pass     the cache is state the program writes: probes
+                                                                     start from it empty, then run in a row
 ============  ============================================  =======  ===============================================
+
+``llama`` is a spec (``--spec helpers.zoo:llama_spec``): ``transformers``' static-cache wrapper exports only with
+``strict=True``, which a spec can ask for and ``--example`` cannot; its entry also gives the values the app sends
+(``--value-range``: token ids of the vocabulary, positions of the cache).
 
 From Python: ``ZOO["bert"].prepared()`` gives the model, the example inputs and the dynamic shapes
 exactly as the command builds them (the same seeded values).
@@ -34,17 +41,19 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.export import Dim
 
 from .models import seeded
 
-__all__ = ["ZooModel", "ZOO", "bert", "gpt2", "resnet", "vit", "convnext", "gru", "TextEncoder", "TextDecoder",
-           "ImageClassifier", "RecurrentTagger"]
+__all__ = ["ZooModel", "ZOO", "bert", "gpt2", "resnet", "vit", "convnext", "gru", "llama", "llama_spec",
+           "TextEncoder", "TextDecoder", "ImageClassifier", "RecurrentTagger", "CachedDecoder"]
 
 VOCAB = 99  # deliberately not a power of two: an id bound taken from the wrong embedding shows up
 HIDDEN = 32
 LAYERS = 2
 HEADS = 2
 POSITIONS = 64
+CACHE_SLOTS = 32  # the Llama's static KV cache: prompt and generated tokens together
 
 
 def _transformers(*names: str) -> list[Any]:
@@ -114,6 +123,25 @@ class RecurrentTagger(nn.Module):
         return self.head(out)
 
 
+class CachedDecoder(nn.Module):
+    """A causal language model with a static KV cache (``transformers``' ExecuTorch wrapper,
+    ``TorchExportableModuleWithStaticCache``): ``forward(input_ids, cache_position)`` writes the tokens' keys and
+    values into the cache's slots at ``cache_position`` and returns logits ``[1, seq, vocab]``. The cache is buffers
+    the program writes and keeps between calls (lesson 13)."""
+
+    def __init__(self, model: Any, max_cache_len: int = CACHE_SLOTS):  # a transformers PreTrainedModel
+        super().__init__()
+        from ._quiet import captured_output
+
+        with captured_output():
+            from transformers.integrations.executorch import TorchExportableModuleWithStaticCache
+
+            self.cached = TorchExportableModuleWithStaticCache(model, batch_size=1, max_cache_len=max_cache_len)
+
+    def forward(self, input_ids: torch.Tensor, cache_position: torch.Tensor) -> torch.Tensor:
+        return self.cached(input_ids=input_ids, cache_position=cache_position)
+
+
 def bert(seed: int = 0) -> TextEncoder:
     """BERT (text encoder), 2 layers, hidden 32, vocabulary 99, 64 positions, random weights."""
     BertConfig, BertModel = _transformers("BertConfig", "BertModel")
@@ -166,6 +194,33 @@ def gru(seed: int = 0) -> RecurrentTagger:
         return RecurrentTagger().eval()
 
 
+def llama(seed: int = 0) -> CachedDecoder:
+    """Llama (decoder with a static KV cache of 32 slots), 2 layers, hidden 32, 2 query heads sharing 1 key/value head,
+    vocabulary 99, random weights."""
+    GenerationConfig, LlamaConfig, LlamaForCausalLM = _transformers("GenerationConfig", "LlamaConfig",
+                                                                    "LlamaForCausalLM")
+    config = LlamaConfig(vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=2 * HIDDEN, num_hidden_layers=LAYERS,
+                         num_attention_heads=HEADS, num_key_value_heads=1, max_position_embeddings=POSITIONS)
+    with seeded(seed):
+        model = LlamaForCausalLM(config).eval()
+    model.generation_config = GenerationConfig(use_cache=True, cache_implementation="static", eos_token_id=None)
+    return CachedDecoder(model)
+
+
+def llama_spec() -> dict[str, Any]:
+    """The doctor's spec of :func:`llama`: a prompt of 1 to 16 tokens (one ``Dim`` for both inputs; the example: 4
+    tokens at slots 0-3), exported with ``strict=True`` as the wrapper needs.
+
+    In ``transformers`` 5.24 the wrapper writes a prompt's keys and values at consecutive slots from its *first*
+    position (it sets the cache's ``cumulative_length`` to ``cache_position[0]``; ``StaticLayer.update`` writes at
+    ``cumulative_length + arange(n)``): the first position plus the prompt's length must fit the 32 slots, which is
+    why the entry's ``--value-range`` for ``cache_position`` stops at 16 (positions 31, 31, 31, 31 raise ``index 32 is
+    out of bounds`` in eager)."""
+    seq = Dim("seq", min=1, max=16)
+    return {"model": llama(), "args": (torch.arange(1, 5)[None], torch.arange(4)),
+            "dynamic_shapes": {"input_ids": {1: seq}, "cache_position": {0: seq}}, "strict": True}
+
+
 @dataclass(frozen=True)
 class ZooModel:
     """One zoo entry: a builder of :mod:`helpers.zoo`, the doctor's arguments for it, and the verdict they reach."""
@@ -179,19 +234,21 @@ class ZooModel:
     story: str
     kind: str | None = None  # the diagnosis kind of an expected failure
     torch_suggests: tuple[str, ...] = ()  # torch's suggested fixes for an expected export failure
+    spec: str | None = None  # a spec function of this module (--spec), instead of factory, examples and dims
+    options: tuple[str, ...] = ()  # more arguments of the command (--value-range …)
 
     @property
     def target(self) -> str:
-        return f"helpers.zoo:{self.factory}"
+        return f"helpers.zoo:{self.spec or self.factory}"
 
     def argv(self, *extra: str) -> list[str]:
         """The arguments of ``python -m helpers.doctor`` for this entry (plus ``extra`` options)."""
-        out = [self.target]
+        out = ["--spec", self.target] if self.spec else [self.target]
         for e in self.examples:
             out += ["--example", e]
         for d in self.dims:
             out += ["--dim", d]
-        return out + list(extra)
+        return out + list(self.options) + list(extra)
 
     def command(self, *extra: str) -> str:
         """The shell command that examines this entry."""
@@ -247,4 +304,10 @@ ZOO: dict[str, ZooModel] = {z.name: z for z in (
              kind="constraint_violation", torch_suggests=("frames = 10",)),
     ZooModel("gru_batch", "GRU · recurrent", "gru", ("2x10x8",), ("x:0:batch:1:8",), "pass",
              "a dynamic batch (the frames static) exports and matches eager"),
+    ZooModel("llama", "Llama · decoder with a static KV cache", "llama", (), (), "pass",
+             "a prompt of 1 to 16 tokens written into a 32-slot cache the program keeps: each probe starts from the "
+             "empty cache, then the matching ones run one after another; token ids and positions as the app sends "
+             "them", spec="llama_spec",
+             options=("--value-range", f"input_ids=0:{VOCAB - 1}", "--value-range",
+                      f"cache_position=0:{CACHE_SLOTS - 16}")),
 )}

@@ -31,6 +31,7 @@ ARCHITECTURES = {
     "ViT": ("vit_static", "vit"),
     "ConvNeXt": ("convnext", "convnext"),
     "GRU": ("gru_batch", "gru"),
+    "Llama": ("llama", "llama"),
 }
 SUBPROCESS_ENTRY = "bert"
 
@@ -66,16 +67,18 @@ class _Results:
     def lower_and_compare(self, name: str) -> tuple[helpers.PteArtifact, helpers.ParityReport]:
         if name not in self.lowered:
             p = self.prepare(name)
-            art = helpers.lower(p.model, p.example_args, dynamic_shapes=p.dynamic_shapes)
+            art = helpers.lower(p.model, p.example_args, dynamic_shapes=p.dynamic_shapes, strict=p.strict_export)
             probes = helpers.probe_inputs(p.example_args, p.dynamic_shapes, model=p.model,
                                           contract=art.input_contract())
-            self.lowered[name] = (art, helpers.compare(p.model, art, probes))
+            # each probe from the model's initial state on both sides (the Llama's cache is state the program keeps)
+            self.lowered[name] = (art, helpers.compare(p.model, art, probes, fresh_state=True))
         return self.lowered[name]
 
     def examine(self, name: str) -> doctor.DoctorReport:
         if name not in self.reports:
             p = self.prepare(name)
-            self.reports[name] = doctor.examine(p.model, p.example_args, p.dynamic_shapes, target=p.target)
+            self.reports[name] = doctor.examine(p.model, p.example_args, p.dynamic_shapes, target=p.target,
+                                                strict_export=p.strict_export, value_ranges=p.value_ranges)
         return self.reports[name]
 
 
@@ -97,7 +100,7 @@ def test_lower_and_compare(zoo_results, architecture):
 def test_doctor_with_dynamic_axes(zoo_results, architecture):
     lowered, name = ARCHITECTURES[architecture]
     entry = ZOO[name]
-    assert entry.dims, "the doctor is run with dynamic axes"
+    assert entry.dims or zoo_results.prepare(name).dynamic_shapes, "the doctor is run with dynamic axes"
     report = zoo_results.examine(name)
     text = doctor.to_text(report)
     assert report.internal_error is None and "internal error" not in text
@@ -121,6 +124,22 @@ def test_the_fix_torch_suggests_for_vit_passes(zoo_results):
     assert ZOO["vit"].torch_suggests == ("height = 32", "width = 32")
     report = zoo_results.examine("vit_static")
     assert report.passed and report.exit_code == 0
+
+
+def test_the_llama_is_examined_with_its_cache_and_the_values_the_app_sends(zoo_results):
+    """The zoo's Llama: the doctor finds the cache buffers the program writes, probes token ids and positions over
+    the ranges its entry gives (both ends included), and calls the matching probes again one after another."""
+    from helpers.zoo import CACHE_SLOTS, LAYERS, VOCAB
+
+    report = zoo_results.examine("llama")
+    assert report.value_ranges == {"input_ids": (0, VOCAB - 1), "cache_position": (0, CACHE_SLOTS - 16)}
+    assert len([b for b in report.stateful if "key_cache" in b or "value_cache" in b]) == 2 * LAYERS, report.stateful
+    labels = [p.label for p in report.probes]
+    assert f"values: input_ids at its highest, {VOCAB - 1}" in labels
+    assert f"values: cache_position at its highest, {CACHE_SLOTS - 16}" in labels
+    assert report.sequence is not None and len(report.sequence.rows) >= 9
+    assert {r.status for r in report.sequence.rows} == {"match"}, report.sequence.table()
+    assert ZOO["llama"].command().startswith("python -m helpers.doctor --spec helpers.zoo:llama_spec --value-range ")
 
 
 def test_integer_inputs_take_the_vocabulary_of_the_embedding_that_reads_them(zoo_results):
