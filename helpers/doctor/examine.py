@@ -514,7 +514,9 @@ def examine_methods(methods: Mapping[str, tuple[torch.nn.Module, tuple[Any, ...]
     (prefill's, then decode's), on one copy of the models and one loaded program, the state carried
     (:func:`calls_across_methods`; the check "state across methods"). ``share_mutable_buffers``: build the program
     with ExecuTorch's ``MemoryPlanningPass(share_mutable_buffers=True)`` (:func:`helpers.lower_methods`); without
-    it each method of the ``.pte`` keeps its own copy of the buffers, and the calls across methods say so.
+    it each method's memory plan has its own place for the buffers, and the calls across methods say so (unless both
+    plans chose the same offset: the host runtime gives a program's methods one set of arenas; README). Methods
+    sharing different buffers with different partners are still called as one sequence, in the order of ``methods``.
     """
     from ..diagnose import FIXES, Diagnosis, diagnose_failure
     from ..lowering import export_methods, lower_exported

@@ -65,8 +65,9 @@ def tiny_llama(seed: int = 0) -> LlamaForCausalLM:
 class DecodeStep(nn.Module):
     """One call of the app's loop: ``input_ids`` (1, n) written at ``cache_position`` (n,) → logits (1, n, vocab).
 
-    The KV cache is the wrapped module's state: each call writes the new keys and values into its slots at
-    ``cache_position`` and attends over the slots up to there.
+    The KV cache is the wrapped module's state: each call writes the new keys and values into the slots from
+    ``cache_position[0]`` on, one per token (``transformers``' wrapper writes a call's tokens at consecutive slots
+    from its first position), and attends over the slots up to there.
     """
 
     def __init__(self, model: LlamaForCausalLM, max_cache_len: int = MAX_CACHE_LEN) -> None:
