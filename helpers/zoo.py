@@ -126,8 +126,9 @@ class RecurrentTagger(nn.Module):
 class CachedDecoder(nn.Module):
     """A causal language model with a static KV cache (``transformers``' ExecuTorch wrapper,
     ``TorchExportableModuleWithStaticCache``): ``forward(input_ids, cache_position)`` writes the tokens' keys and
-    values into the cache's slots at ``cache_position`` and returns logits ``[1, seq, vocab]``. The cache is buffers
-    the program writes and keeps between calls (lesson 13)."""
+    values into the cache's slots from ``cache_position[0]`` on, one per token (see :func:`llama_spec`), and returns
+    logits ``[1, seq, vocab]``. The cache is buffers the program writes and keeps between calls (lesson 13's
+    ``DecodeStep`` is the same wrapper)."""
 
     def __init__(self, model: Any, max_cache_len: int = CACHE_SLOTS):  # a transformers PreTrainedModel
         super().__init__()

@@ -28,6 +28,13 @@ STAGE_NAMES = ("export", "draft_export", "lower", "load", "compare", "locate", "
 STAGE_STATUSES = ("ok", "failed", "skipped", "error")
 
 
+def _first_apart(calls: Any) -> int | None:
+    """The index of the first row of a :class:`helpers.ParityReport` that does not match eager (None: all match, or
+    no report)."""
+    rows = calls.rows if calls is not None else []
+    return next((k for k, r in enumerate(rows) if r.status != "match"), None)
+
+
 @dataclass
 class Stage:
     """One step of the pipeline: ``ok``, ``failed`` (the model fails it), ``skipped`` (not reached or not
@@ -133,14 +140,12 @@ class DoctorReport:
     def first_call_apart(self) -> int | None:
         """With state: the index in :attr:`sequence` of the first call in a row that does not match eager (None when
         every call matches, or when there is no sequence)."""
-        rows = self.sequence.rows if self.sequence is not None else []
-        return next((k for k, r in enumerate(rows) if r.status != "match"), None)
+        return _first_apart(self.sequence)
 
     @property
     def first_across_apart(self) -> int | None:
         """Methods sharing state: the index in :attr:`across_methods` of the first call that does not match eager."""
-        rows = self.across_methods.rows if self.across_methods is not None else []
-        return next((k for k, r in enumerate(rows) if r.status != "match"), None)
+        return _first_apart(self.across_methods)
 
     @property
     def user_rows(self) -> list[Any]:
