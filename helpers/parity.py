@@ -21,7 +21,7 @@ import re
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import sympy
 import torch
@@ -29,7 +29,7 @@ import torch
 from .artifact import HostRefusedError, PteArtifact, RuntimeRejectedError
 from .contract import InputContract, forward_parameter_names, user_dim_specs
 
-__all__ = ["Probe", "probe_inputs", "ParityRow", "ParityReport", "ParityGroup", "compare", "check_one", "STATUSES",
+__all__ = ["Probe", "PositionRange", "probe_inputs", "ParityRow", "ParityReport", "ParityGroup", "compare", "check_one", "STATUSES",
            "STATUS_WORDS", "flat_outputs", "difference", "Tolerance"]
 
 STATUSES = ("match", "diverge", "rejected", "refused", "eager_error")
@@ -48,7 +48,34 @@ class Probe:
         return ", ".join(str(tuple(a.shape)) if isinstance(a, torch.Tensor) else repr(a) for a in self.args)
 
 
+class PositionRange(NamedTuple):
+    """The value range of an input that holds positions in order, a prompt's ``cache_position``: each call's values
+    are one run of consecutive slots, ``start, start + 1, …`` along its last axis, from ``low`` to ``high`` (both
+    included). A plain ``(low, high)`` draws every value on its own, which a cache that writes a call's tokens from
+    its first position on cannot take: ``[31, 31, 31, 31]`` asks it for slots 31 to 34."""
+
+    low: int
+    high: int
+
+
 # ----- probe generation ---------------------------------------------------------------------------
+def _run_of_positions(shape: tuple[int, ...], positions: PositionRange, where: str, gen: torch.Generator) -> torch.Tensor:
+    """``start, start + 1, …`` along the last axis of ``shape`` (every row the same run), inside ``positions``
+    when the run fits: from ``low`` for ``where`` "zeros" or "lowest", ending at ``high`` for "extremes" or
+    "highest", else from a random start. A run longer than the range starts at ``low`` and goes past ``high``."""
+    n = shape[-1] if shape else 1
+    low, high = positions
+    last_start = max(low, high - n + 1)
+    if where in ("zeros", "lowest"):
+        start = low
+    elif where in ("extremes", "highest"):
+        start = last_start
+    else:
+        start = int(torch.randint(low, last_start + 1, (1,), generator=gen))
+    run = start + torch.arange(n)
+    return run.expand(shape).clone() if shape else run[0].clone()
+
+
 def _values_like(t: torch.Tensor, shape: tuple[int, ...], kind: str, gen: torch.Generator,
                  value_range: tuple[int, int] | None = None) -> torch.Tensor:
     """A tensor of ``shape`` shaped like example ``t`` (same dtype; integers in ``value_range``, inclusive, or else in
@@ -61,6 +88,8 @@ def _values_like(t: torch.Tensor, shape: tuple[int, ...], kind: str, gen: torch.
         return torch.rand(shape, generator=gen) > 0.5
     if not t.dtype.is_floating_point:
         # Integers are usually indices (token ids, positions): stay inside the range they may take.
+        if isinstance(value_range, PositionRange):
+            return _run_of_positions(shape, value_range, kind, gen).to(t.dtype)
         if value_range is not None:
             lo, hi = value_range
         else:
@@ -173,7 +202,9 @@ def probe_inputs(example_args: Any, dynamic_shapes: Any = None, *, seed: int = 0
     ``value_ranges``: ``{input name: (low, high)}``, the values an integer input takes in the app, both ends
     included (token ids ``(0, vocab - 1)``, positions ``(0, max_cache_len - 1)``); the generated values of that input
     are drawn from it instead of from the example's own range, and two more probes hold it at each end. Names as
-    :func:`value_range_names` gives them.
+    :func:`value_range_names` gives them. A :class:`PositionRange` range gives each probe one run of consecutive values
+    instead (a prompt's positions), inside the range where the probe's length allows: from its low end, up to its
+    high end, or from a random start.
     """
     if isinstance(example_args, torch.Tensor):
         example_args = (example_args,)
@@ -194,8 +225,14 @@ def probe_inputs(example_args: Any, dynamic_shapes: Any = None, *, seed: int = 0
         who = arg_names[i] if arg_names is not None and i < len(arg_names) else f"input {i}"
         for end, value in zip(("lowest", "highest"), value_range):
             held = list(_same_shape_args(example, base_shapes, "random", gen, ranges))
-            held[i] = torch.full(tuple(example[i].shape), value, dtype=example[i].dtype)
-            probes.append(Probe(f"values: {who} at its {end}, {value}", tuple(held)))
+            example_shape = tuple(example[i].shape)
+            if isinstance(value_range, PositionRange):
+                held[i] = _run_of_positions(example_shape, value_range, end, gen).to(example[i].dtype)
+                label = f"values: {who} {'from' if end == 'lowest' else 'up to'} its {end}, {value}"
+            else:
+                held[i] = torch.full(example_shape, value, dtype=example[i].dtype)
+                label = f"values: {who} at its {end}, {value}"
+            probes.append(Probe(label, tuple(held)))
 
     if contract is not None:
         groups, dynamic_axes = _groups_from_contract(contract, example)

@@ -28,7 +28,7 @@ llama         input_ids, cache_position: seq 1..16 shared   pass     the cache i
 
 ``llama`` is a spec (``--spec helpers.zoo:llama_spec``): ``transformers``' static-cache wrapper exports only with
 ``strict=True``, which a spec can ask for and ``--example`` cannot; its entry also gives the values the app sends
-(``--value-range``: token ids of the vocabulary, positions of the cache).
+(``--value-range``: token ids of the vocabulary; ``--positions``: a run of consecutive slots of the cache).
 
 From Python: ``ZOO["bert"].prepared()`` gives the model, the example inputs and the dynamic shapes
 exactly as the command builds them (the same seeded values).
@@ -215,8 +215,9 @@ def llama_spec() -> dict[str, Any]:
     In ``transformers`` 5.24 the wrapper writes a prompt's keys and values at consecutive slots from its *first*
     position (it sets the cache's ``cumulative_length`` to ``cache_position[0]``; ``StaticLayer.update`` writes at
     ``cumulative_length + arange(n)``): the first position plus the prompt's length must fit the 32 slots, which is
-    why the entry's ``--value-range`` for ``cache_position`` stops at 16 (positions 31, 31, 31, 31 raise ``index 32 is
-    out of bounds`` in eager)."""
+    why the entry gives ``cache_position`` as ``--positions`` (a run of consecutive slots from 0 to 31: a 16-token
+    prompt starts at slot 16 at the latest) and not as ``--value-range``, whose values are drawn one by one (positions
+    31, 31, 31, 31 raise ``index 32 is out of bounds`` in eager)."""
     seq = Dim("seq", min=1, max=16)
     return {"model": llama(), "args": (torch.arange(1, 5)[None], torch.arange(4)),
             "dynamic_shapes": {"input_ids": {1: seq}, "cache_position": {0: seq}}, "strict": True}
@@ -236,7 +237,7 @@ class ZooModel:
     kind: str | None = None  # the diagnosis kind of an expected failure
     torch_suggests: tuple[str, ...] = ()  # torch's suggested fixes for an expected export failure
     spec: str | None = None  # a spec function of this module (--spec), instead of factory, examples and dims
-    options: tuple[str, ...] = ()  # more arguments of the command (--value-range …)
+    options: tuple[str, ...] = ()  # more arguments of the command (--value-range, --positions …)
 
     @property
     def target(self) -> str:
@@ -309,6 +310,6 @@ ZOO: dict[str, ZooModel] = {z.name: z for z in (
              "a prompt of 1 to 16 tokens written into a 32-slot cache the program keeps: each probe starts from the "
              "empty cache, then the matching ones run one after another; token ids and positions as the app sends "
              "them", spec="llama_spec",
-             options=("--value-range", f"input_ids=0:{VOCAB - 1}", "--value-range",
-                      f"cache_position=0:{CACHE_SLOTS - 16}")),
+             options=("--value-range", f"input_ids=0:{VOCAB - 1}", "--positions",
+                      f"cache_position=0:{CACHE_SLOTS - 1}")),
 )}

@@ -213,3 +213,28 @@ def prefill_decode(share: bool = True):
 def prefill_decode_separate():
     """The same program built with ExecuTorch's default: each method plans its own copy of ``slots``."""
     return prefill_decode(share=False)
+
+
+class FirstSlotPrompt(nn.Module):
+    """A prompt written as ``transformers``' static-cache wrapper writes it (lesson 13): its n tokens go to the n
+    consecutive slots from its *first* position on, whatever the other positions say, so positions that do not run
+    on from a start below ``SLOTS - n + 1`` ask for slots the cache does not have (eager raises ``IndexError``)."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("table", torch.randn(64, 16, generator=torch.Generator().manual_seed(1)) / 4)
+        self.register_buffer("slots", torch.zeros(SLOTS, 16))
+
+    def forward(self, tokens, positions):  # tokens (n,) int64, positions (n,) int64
+        embedded = nn.functional.embedding(tokens, self.table)
+        written = positions[:1] + torch.arange(tokens.shape[0])
+        self.slots.index_copy_(0, written, embedded)
+        upto = (torch.arange(SLOTS) <= written[-1]).unsqueeze(-1)
+        return (embedded + (self.slots * upto).sum(0)) @ self.table.T
+
+
+def first_slot_prompt():
+    """A prefill of 1 to ``SLOTS`` tokens into a FirstSlotPrompt."""
+    n = Dim("n", min=1, max=SLOTS)
+    return {"model": FirstSlotPrompt(), "args": (torch.tensor([1, 2, 3, 4]), torch.arange(4)),
+            "dynamic_shapes": {"tokens": {0: n}, "positions": {0: n}}}

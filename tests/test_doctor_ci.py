@@ -29,7 +29,8 @@ PROBE_KEYS = {"label", "shapes", "status", "status_words", "within_contract", "k
               "contract_message", "max_abs_diff", "max_abs_diff_text", "source"}
 NESTED_KEYS = {  # the documented schema of the nested objects (README, helpers/doctor/render.py)
     "options": {"strict", "min_delegated", "max_arena_bytes", "pte", "bundle", "draft_export", "atol", "rtol",
-                "allow_portable", "max_subgraphs", "max_pte_bytes", "max_portable_time", "value_ranges"},
+                "allow_portable", "max_subgraphs", "max_pte_bytes", "max_portable_time", "value_ranges",
+                "positions"},
     "stages": {"name", "status", "message", "seconds"},
     "diagnosis": {"kind", "stage", "summary", "error_type", "message", "source_line", "location", "operator",
                   "suggested_fixes", "fix"},
@@ -128,7 +129,7 @@ def test_json_has_the_documented_schema(dynamic):
     assert data["options"] == {"strict": True, "min_delegated": 100.0, "max_arena_bytes": ARENA_AT_128, "pte": None,
                                "bundle": data["bundle"]["path"], "draft_export": False, "atol": 1e-4, "rtol": 1e-4,
                                "allow_portable": None, "max_subgraphs": None, "max_pte_bytes": None,
-                               "max_portable_time": None, "value_ranges": {}}
+                               "max_portable_time": None, "value_ranges": {}, "positions": []}
     assert data["contract"]["signature"] == "forward(x: float32[1, 3, height∈[32,128], width∈[32,128]])"
     assert data["contract"]["unbounded_dims"] == []
     assert all(set(p) == PROBE_KEYS for p in data["probes"]) and len(data["probes"]) == 23

@@ -218,3 +218,7 @@ def test_value_range_takes_a_list_in_a_table(tmp_path):
     (entry,) = read_config(tmp_path / "pyproject.toml", _option_flags(_parser()))
     assert entry.argv == ("--spec", "specs:step", "--value-range", "input_ids=0:255", "--value-range",
                           "cache_position=0:31")
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.export-doctor.models.step]\nspec = "specs:step"\npositions = ["cache_position=0:31"]\n')
+    (entry,) = read_config(tmp_path / "pyproject.toml", _option_flags(_parser()))
+    assert entry.argv == ("--spec", "specs:step", "--positions", "cache_position=0:31")

@@ -182,6 +182,52 @@ def test_value_ranges_bound_the_generated_integers_and_reach_both_ends():
         probe_inputs(example, model=_spec("counting_token_cache")["model"], value_ranges={"token": (5, 1)})
 
 
+def test_positions_are_one_run_of_consecutive_values_inside_their_range():
+    """A PositionRange range: each probe's positions run on from a start (a prompt's slots), inside the range wherever the
+    probe's length allows, from its low end and up to its high end among them; a plain range draws them one by one."""
+    from helpers import PositionRange, probe_inputs
+
+    spec = _spec("first_slot_prompt")
+    model, example, dynamic = spec["model"], spec["args"], spec["dynamic_shapes"]
+    probes = probe_inputs(example, dynamic, model=model, value_ranges={"positions": PositionRange(0, 15)})
+    runs = {p.label: [int(v) for v in p.args[1]] for p in probes if p.args[1].numel()}
+    assert all(run == list(range(run[0], run[0] + len(run))) for run in runs.values()), runs
+    assert all(run[-1] <= 15 for label, run in runs.items() if "outside" not in label), runs
+    assert runs["values: positions from its lowest, 0"] == [0, 1, 2, 3]
+    assert runs["values: positions up to its highest, 15"] == [12, 13, 14, 15]
+    assert runs["n = 16 (max)"] == list(range(16)) and runs["n = 17 (max+1, outside)"] == list(range(17))
+    assert len({run[0] for label, run in runs.items() if len(run) == 4}) > 3  # random starts, not one start
+    plain = probe_inputs(example, dynamic, model=model, value_ranges={"positions": (0, 15)})
+    assert any(len(p.args[1]) > 1 and p.args[1].tolist() != list(range(int(p.args[1][0]), int(p.args[1][0]) + len(p.args[1])))
+               for p in plain)
+
+
+def test_positions_that_run_on_from_a_start_pass_a_cache_that_writes_from_the_first_position(tmp_path, capsys):
+    """transformers' static-cache wrapper in miniature: a prompt goes to the slots from its first position on. Values
+    drawn one by one ask it for slots past the cache, and eager fails inside the contract; as --positions they are
+    the runs an app sends, and the doctor passes it."""
+    ranges = ["--value-range", "tokens=0:63"]
+    code = main(["--spec", f"{SPECS}:first_slot_prompt", "--backend", "portable", *ranges, "--value-range",
+                 "positions=0:15", "--json", str(tmp_path / "drawn.json"), "--quiet"])
+    out = capsys.readouterr().out
+    drawn = json.loads((tmp_path / "drawn.json").read_text())
+    assert code == 1, out
+    assert drawn["counts"]["failures"] > 0 and drawn["options"]["positions"] == []
+    failing = [p for p in drawn["probes"] if p["within_contract"] and p["status"] != "match"]
+    assert failing and all(p["status"] == "eager_error" and "out of bounds" in p["message"] for p in failing), failing
+    assert "--positions NAME=LOW:HIGH" in " ".join(drawn["next_steps"])
+
+    code = main(["--spec", f"{SPECS}:first_slot_prompt", "--backend", "portable", *ranges, "--positions",
+                 "positions=0:15", "--json", str(tmp_path / "runs.json"), "--quiet"])
+    out = capsys.readouterr().out
+    runs = json.loads((tmp_path / "runs.json").read_text())
+    assert code == 0, out
+    assert runs["options"]["value_ranges"] == {"tokens": [0, 63], "positions": [0, 15]}
+    assert runs["options"]["positions"] == ["positions"]
+    assert "values: tokens from 0 to 63, positions consecutive from 0 to 15" in out
+    assert {c["status"] for c in runs["sequence"]} == {"match"}
+
+
 def _prefill_decode_run(tmp_path: Path, capsys, name: str) -> tuple[int, str, dict]:
     code = main(["--spec", f"{SPECS}:{name}", "--backend", "portable", "--json", str(tmp_path / "p.json"), "--quiet"])
     return code, capsys.readouterr().out, json.loads((tmp_path / "p.json").read_text())

@@ -127,19 +127,27 @@ def test_the_fix_torch_suggests_for_vit_passes(zoo_results):
 
 
 def test_the_llama_is_examined_with_its_cache_and_the_values_the_app_sends(zoo_results):
-    """The zoo's Llama: the doctor finds the cache buffers the program writes, probes token ids and positions over
-    the ranges its entry gives (both ends included), and calls the matching probes again one after another."""
+    """The zoo's Llama: the doctor finds the cache buffers the program writes, probes token ids over the vocabulary
+    (both ends included) and positions as runs of consecutive slots of the whole cache (the first slot, the last, and
+    in between), and calls the matching probes again one after another."""
     from helpers.zoo import CACHE_SLOTS, LAYERS, VOCAB
 
     report = zoo_results.examine("llama")
-    assert report.value_ranges == {"input_ids": (0, VOCAB - 1), "cache_position": (0, CACHE_SLOTS - 16)}
+    assert report.value_ranges == {"input_ids": (0, VOCAB - 1), "cache_position": (0, CACHE_SLOTS - 1)}
+    assert isinstance(report.value_ranges["cache_position"], helpers.PositionRange)
     assert len([b for b in report.stateful if "key_cache" in b or "value_cache" in b]) == 2 * LAYERS, report.stateful
     labels = [p.label for p in report.probes]
     assert f"values: input_ids at its highest, {VOCAB - 1}" in labels
-    assert f"values: cache_position at its highest, {CACHE_SLOTS - 16}" in labels
+    assert f"values: cache_position up to its highest, {CACHE_SLOTS - 1}" in labels
+    runs = [([int(v) for v in p.args[1]], row) for p, row in zip(report.probes, report.parity.rows) if p.args[1].numel()]
+    assert all(run == list(range(run[0], run[0] + len(run))) for run, _ in runs), runs
+    inside = [run for run, row in runs if row.within_contract]
+    assert {run[-1] for run in inside} >= {CACHE_SLOTS - 1} and min(run[0] for run in inside) == 0
+    assert all(run[-1] <= CACHE_SLOTS - 1 for run in inside), inside
+    assert report.passed, report.headline
     assert report.sequence is not None and len(report.sequence.rows) >= 9
     assert {r.status for r in report.sequence.rows} == {"match"}, report.sequence.table()
-    assert ZOO["llama"].command().startswith("python -m helpers.doctor --spec helpers.zoo:llama_spec --value-range ")
+    assert ZOO["llama"].command().endswith(f"--positions cache_position=0:{CACHE_SLOTS - 1}")
 
 
 def test_integer_inputs_take_the_vocabulary_of_the_embedding_that_reads_them(zoo_results):

@@ -32,7 +32,7 @@ import torch
 from .._quiet import silence_library_noise
 from ..contract import forward_parameters
 from ..display import error_line
-from ..parity import flat_outputs, value_range_names
+from ..parity import PositionRange, flat_outputs, value_range_names
 from . import github, render
 from .examine import call_keeping_state, examine, examine_methods
 from .report import EXIT_ERROR, EXIT_PASS, EXIT_USAGE, DoctorReport, ModelRun, program_verdict, runs_verdict
@@ -151,24 +151,45 @@ def _check_tolerance_count(flag: str, tolerance: float | tuple[float, ...], outp
                          "value, or one per output")
 
 
-def parse_value_range(text: str) -> tuple[str, tuple[int, int]]:
-    """``cache_position=0:31`` → ``("cache_position", (0, 31))``: the values an integer input takes, both included."""
+def parse_value_range(text: str, flag: str = "--value-range") -> tuple[str, tuple[int, int]]:
+    """``cache_position=0:31`` → ``("cache_position", (0, 31))``: the values an integer input takes, both included
+    (``flag="--positions"``: a :class:`~helpers.parity.PositionRange`, each probe's values one consecutive run)."""
+    example = "token_ids=0:255" if flag == "--value-range" else "cache_position=0:31"
     match = re.fullmatch(r"\s*([^=\s]+)\s*=\s*(-?\d+)\s*:\s*(-?\d+)\s*", text)
     if match is None:
-        raise UsageError(f"--value-range {text!r}: expected NAME=LOW:HIGH, e.g. cache_position=0:31")
+        raise UsageError(f"{flag} {text!r}: expected NAME=LOW:HIGH, e.g. {example}")
     low, high = int(match.group(2)), int(match.group(3))
     if low > high:
-        raise UsageError(f"--value-range {text!r}: LOW ({low}) is above HIGH ({high})")
-    return match.group(1), (low, high)
+        raise UsageError(f"{flag} {text!r}: LOW ({low}) is above HIGH ({high})")
+    return match.group(1), (PositionRange(low, high) if flag == "--positions" else (low, high))
+
+
+def parse_ranges(value_ranges: list[str], positions: list[str]) -> dict[str, tuple[int, int]]:
+    """``--value-range`` and ``--positions`` as one ``{input: range}`` (an input named twice: a ``UsageError``)."""
+    ranges: dict[str, tuple[int, int]] = {}
+    for flag, texts in (("--value-range", value_ranges), ("--positions", positions)):
+        for text in texts:
+            name, value_range = parse_value_range(text, flag)
+            if name in ranges:
+                raise UsageError(f"{flag} {text!r}: {name!r} already has a range ({_range_flag(ranges[name])} "
+                                 f"{name}={ranges[name][0]}:{ranges[name][1]}): give one per input")
+            ranges[name] = value_range
+    return ranges
+
+
+def _range_flag(value_range: tuple[int, int]) -> str:
+    return "--positions" if isinstance(value_range, PositionRange) else "--value-range"
 
 
 def _check_value_ranges(ranges: dict[str, tuple[int, int]], inputs: dict[str, list[str]]) -> None:
-    """Every name of ``--value-range`` must be an integer input (``inputs``: per method, its integer inputs)."""
+    """Every name of ``--value-range`` and ``--positions`` must be an integer input (``inputs``: per method, its
+    integer inputs)."""
     known = {name for names in inputs.values() for name in names}
-    for name in ranges:
+    for name, value_range in ranges.items():
         if name not in known:
             have = ", ".join(sorted(known)) or "none"
-            raise UsageError(f"--value-range {name}=…: no integer input is named {name!r} (integer inputs: {have})")
+            raise UsageError(f"{_range_flag(value_range)} {name}=…: no integer input is named {name!r} (integer "
+                             f"inputs: {have})")
 
 
 def parse_operators(text: str) -> tuple[str, ...]:
@@ -546,7 +567,7 @@ class Prepared:
     strict_export: bool = False  # --spec with "strict": True (one method)
     share_mutable_buffers: bool = False  # --spec of a program with "share_mutable_buffers": True
     extra_inputs: dict[str, list[tuple[torch.Tensor, ...]]] = field(default_factory=dict)  # --inputs, per method
-    value_ranges: dict[str, tuple[int, int]] = field(default_factory=dict)  # --value-range
+    value_ranges: dict[str, tuple[int, int]] = field(default_factory=dict)  # --value-range, --positions (PositionRange)
 
     def examine_options(self) -> dict[str, Any]:
         """The keyword arguments of :func:`examine` these options stand for."""
@@ -595,9 +616,13 @@ def _parser() -> argparse.ArgumentParser:
                         "that reads the input, 2 for an input named like a mask, else the smallest nn.Embedding "
                         f"vocabulary, else {DEFAULT_INT_HIGH}")
     p.add_argument("--value-range", action="append", default=[], metavar="NAME=LOW:HIGH",
-                   help="the values an integer input takes in the app, both included (token ids 0:VOCAB-1, positions "
-                        "0:MAX_CACHE_LEN-1): the probes draw that input's values from it instead of from the "
-                        "example's own values")
+                   help="the values an integer input takes in the app, both included (token ids 0:VOCAB-1, a decode "
+                        "step's position 0:MAX_CACHE_LEN-1; a prompt's positions: --positions): the probes draw that "
+                        "input's values from it instead of from the example's own values")
+    p.add_argument("--positions", action="append", default=[], metavar="NAME=LOW:HIGH",
+                   help="an integer input that holds positions in order, a prompt's cache_position: each probe's "
+                        "values are one run of consecutive slots (start, start+1, ...) from LOW to HIGH, both included "
+                        "(0:MAX_CACHE_LEN-1), instead of values drawn one by one")
     p.add_argument("--seed", type=int, default=0, help="seed for example and probe values (default 0)")
     p.add_argument("--atol", default="1e-4", metavar="X[,X...]",
                    help="absolute tolerance (scaled by each output's largest value): one for every output, or one "
@@ -689,7 +714,7 @@ def prepare(argv: Sequence[str]) -> Prepared:
     if ns.max_portable_time is not None and not 0 <= ns.max_portable_time <= 100:
         raise UsageError(f"--max-portable-time {ns.max_portable_time:g}: a percentage from 0 to 100")
     allow_portable = None if ns.allow_portable is None else parse_operators(ns.allow_portable)
-    value_ranges = dict(parse_value_range(text) for text in ns.value_range)
+    value_ranges = parse_ranges(ns.value_range, ns.positions)
     atol, rtol = parse_tolerance("--atol", ns.atol), parse_tolerance("--rtol", ns.rtol)
     if ns.bundle is not None and (isinstance(atol, tuple) or isinstance(rtol, tuple)):
         raise UsageError("--bundle takes one --atol and one --rtol (a bundled test case has one tolerance)")

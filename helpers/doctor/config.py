@@ -1,7 +1,7 @@
 """Several models in one run (``--config``): ``[tool.export-doctor]`` in the project's ``pyproject.toml``.
 
 Each model is a table of ``[tool.export-doctor.models]``, its keys the command's own options without the dashes
-(``target`` for ``MODULE_OR_FILE:FACTORY``; ``example``, ``dim``, ``arg`` and ``value-range`` take a list; ``allow-portable``,
+(``target`` for ``MODULE_OR_FILE:FACTORY``; ``example``, ``dim``, ``arg``, ``value-range`` and ``positions`` take a list; ``allow-portable``,
 ``atol`` and ``rtol`` a list or one value; a flag is ``true``); keys set directly in ``[tool.export-doctor]`` apply
 to every model that does not set them itself::
 
@@ -35,7 +35,7 @@ from typing import Any
 __all__ = ["ConfigError", "ModelEntry", "read_config", "RUN_WIDE", "REPEATED", "JOINED"]
 
 RUN_WIDE = ("json", "junit", "report", "github", "quiet", "traceback", "config")  # command line only
-REPEATED = ("example", "dim", "arg", "value-range")  # one flag per item
+REPEATED = ("example", "dim", "arg", "value-range", "positions")  # one flag per item
 JOINED = ("allow-portable", "atol", "rtol")  # one flag, the items joined with commas
 
 

@@ -198,8 +198,9 @@ def examine(model: torch.nn.Module, example_args: Any, dynamic_shapes: Any = Non
     ``strict_export``: ``torch.export.export(..., strict=True)`` (Dynamo), for a model that needs it (``transformers``'
     static-cache wrapper: lesson 13).
     ``value_ranges``: ``{input name: (low, high)}``, the values an integer input takes in the app, both included (token
-    ids, positions): the probes draw that input's values from it (:func:`helpers.probe_inputs`); a ``ValueError`` for a
-    name that is not an integer input of ``forward()``.
+    ids, positions): the probes draw that input's values from it (:func:`helpers.probe_inputs`); a
+    :class:`helpers.PositionRange` range (``--positions``) gives each probe one run of consecutive values, as a prompt's
+    ``cache_position``; a ``ValueError`` for a name that is not an integer input of ``forward()``.
 
     A model whose program writes buffers it keeps between calls (a KV cache) is compared from its initial state on
     every probe (:func:`helpers.compare`'s ``fresh_state``), then on the probes that matched once more, one call after

@@ -9,7 +9,8 @@ JSON schema (``schema_version`` 1; fields are only ever added within a version):
   null), ``bundle`` (path or null), ``draft_export`` (bool), ``atol``, ``rtol`` (a number, or a list with one per
   output), ``allow_portable`` (list of
   operators or null), ``max_subgraphs`` (or null), ``max_pte_bytes`` (or null), ``value_ranges`` (``{input:
-  [low, high]}``, the integer inputs' values the probes drew from; empty when none was given)
+  [low, high]}``, the integer inputs' values the probes drew from; empty when none was given), ``positions`` (the
+  names among them whose probes drew one run of consecutive values: ``--positions``)
 - ``stages``: list of ``{name, status, message, seconds}``; name in export, draft_export, lower, load,
   compare, locate (only when a probe diverges), delegation, memory, profile (with --max-portable-time), bundle; status "ok" | "failed" (the model fails it) | "skipped" | "error"
   (the doctor failed there)
@@ -69,7 +70,7 @@ import xml.etree.ElementTree as ET
 from typing import Any
 
 from ..display import error_line
-from ..parity import STATUS_WORDS, format_diff
+from ..parity import STATUS_WORDS, PositionRange, format_diff
 from .report import DoctorReport, ModelRun, program_verdict, runs_verdict
 
 __all__ = ["SCHEMA_VERSION", "row_detail", "to_text", "to_html", "to_dict", "to_json", "to_junit", "runs_to_text",
@@ -208,8 +209,9 @@ def to_text(report: DoctorReport) -> str:
              f"verdict: {report.verdict.upper()} (exit {report.exit_code}) — {report.headline}",
              f"inputs: {report.inputs}"]
     if report.value_ranges:
-        lines.append("values: " + ", ".join(f"{name} from {low} to {high}" for name, (low, high)
-                                            in report.value_ranges.items()) + " (the probes' integer values)")
+        lines.append("values: " + ", ".join(
+            f"{name} {'consecutive ' if isinstance(r, PositionRange) else ''}from {r[0]} to {r[1]}"
+            for name, r in report.value_ranges.items()) + " (the probes' integer values)")
     if report.pte_path:
         lines.append(f"shipped: {report.pte_path} (examined as shipped: the file runs, the model is exported only for "
                      "the contract)")
@@ -462,7 +464,8 @@ def to_dict(report: DoctorReport) -> dict[str, Any]:
                     "allow_portable": None if report.allow_portable is None else list(report.allow_portable),
                     "max_subgraphs": report.max_subgraphs, "max_pte_bytes": report.pte_limit,
                     "max_portable_time": report.max_portable_time,
-                    "value_ranges": {name: list(r) for name, r in report.value_ranges.items()}},
+                    "value_ranges": {name: list(r) for name, r in report.value_ranges.items()},
+                    "positions": [name for name, r in report.value_ranges.items() if isinstance(r, PositionRange)]},
         "stages": [{"name": s.name, "status": s.status, "message": s.message, "seconds": s.seconds}
                    for s in report.stages],
         "diagnosis": None if d is None else {

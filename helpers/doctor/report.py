@@ -408,8 +408,11 @@ class DoctorReport:
             steps.append("Inputs the contract allows were refused on the host, because the runtime would hand them "
                          "to the delegate as undefined behaviour: read the reason in the table.")
         if any(r.status == "eager_error" for r in bad):
-            steps.append("Eager PyTorch itself fails inside the declared range: narrow the Dim to the sizes "
-                         "forward() supports.")
+            steps.append("Eager PyTorch itself fails inside the declared range: read its error in the table. A size "
+                         "forward() cannot take: narrow the Dim to the sizes it supports. A value (an index past a "
+                         "table or a cache): give the values the app sends, --value-range NAME=LOW:HIGH, or "
+                         "--positions NAME=LOW:HIGH for positions that run on from a start (a prompt's "
+                         "cache_position).")
         if self.silent_rows:
             steps.append("ExecuTorch does not check a Dim's min, shared Dims, or sizes that fit the memory plan: "
                          "check inputs on the host before the device (PteArtifact.run / InputContract.check), and handle "
