@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import statistics
-import time
 
 import pytest
 import torch
@@ -187,20 +185,18 @@ def test_widget_explains_and_labels_outside_contract(demo):
     assert explorer._repr_mimebundle_()["text/plain"].startswith("ParityExplorer — verdict now:")
 
 
-def test_widget_interactions_never_export_and_are_fast(demo, monkeypatch):
+def test_widget_interactions_never_export(demo, monkeypatch):
+    """An interaction runs the loaded program and eager, never export: what keeps it quick (its latency is measured
+    by benchmarks/bench_widgets.py and the browser tests, not asserted here)."""
     explorer, interactions = demo
 
     def no_export(*args, **kwargs):
         raise AssertionError("a widget interaction must not export")
 
     monkeypatch.setattr(torch.export, "export", no_export)
-    samples = []
     for values, expected in interactions * 2:
-        start = time.perf_counter()
         explorer.set(**values)
-        samples.append((time.perf_counter() - start) * 1000)
         assert explorer.verdict == expected
-    assert statistics.median(samples) < 50, samples
 
 
 def test_predict_then_reveal_on_a_flag_switched_after_export():

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
 import torch
@@ -98,14 +97,19 @@ def test_a_model_defined_in_a_cell_can_be_added(demo):
     assert explorer.verdict == "fail"
 
 
-def test_an_interaction_is_instant_and_display_text_is_stable(demo):
+def test_an_interaction_examines_nothing_and_display_text_is_stable(demo, monkeypatch):
+    """An interaction shows a report the lesson already has: no export, no examination (the browser tests measure
+    its latency in the page; no timing is asserted here)."""
     explorer, interactions = demo
-    samples = []
-    for values, _ in interactions * 3:
-        start = time.perf_counter()
-        explorer.set(**values)
-        samples.append(time.perf_counter() - start)
-    assert sorted(samples)[len(samples) // 2] < 0.05
+
+    def no_run(*args, **kwargs):
+        raise AssertionError("a widget interaction must not export or examine")
+
+    monkeypatch.setattr(torch.export, "export", no_run)
+    monkeypatch.setattr(doctor, "examine", no_run)
+    monkeypatch.setattr(L, "examine", no_run)
+    for values, _ in interactions * 2:
+        assert explorer.set(**values) is explorer.reports[values["model"]]
     explorer.set(model="TokenPool · shared Dim seq ∈ [2, 64]")
     assert explorer._repr_mimebundle_()["text/plain"] == "DoctorExplorer — TokenPool · shared Dim seq ∈ [2, 64]: pass"
     with pytest.raises(KeyError):

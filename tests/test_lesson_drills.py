@@ -43,6 +43,7 @@ LATER = {
     "recorded_batches": "input outside the export contract",
     "photo_scores": "training-mode export",
     "dead_sensor": "delegate numerics",
+    "next_word": "silent specialization",
 }
 ALL = [*D.DRILLS, *D.FIELD_REPORTS, *D.LATER_REPORTS]
 
@@ -105,6 +106,7 @@ def test_a_drill_describes_the_symptom_not_the_category(drill):
                          "to 40 elements"),
     ("photo_scores", "no error; the app's output (2×3): 10 calls on the same input do not all agree"),
     ("dead_sensor", "no error; the app's output: [0.146, 0.754]"),
+    ("next_word", "no error; the word the app suggests after each of the 6 calls: ["),
 ])
 def test_what_the_user_saw_is_the_real_message(name, words):
     assert D.seen(name).strip().startswith(words), D.seen(name)
@@ -238,3 +240,29 @@ def test_a_background_runner_that_dies_says_it_was_the_runner(monkeypatch):
         runs.results()
     with pytest.raises(FileNotFoundError, match="no CI test file"):
         D.start_ci_replays(ROOT / "tests" / "no_such_test.py")
+
+
+def test_calls_in_a_row_pass_when_the_position_is_state_of_the_program():
+    """next_word's model with its position kept in a buffer (state the program writes, as a KV cache's) instead of a
+    Python attribute: one call at a time and the app's calls in a row all match, so the investigation does not call
+    it a specialization; the report's own model, the same calls, is one."""
+    import dataclasses
+
+    class NextWordBuffered(D.NextWord):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("count", torch.zeros((), dtype=torch.int64))
+
+        def forward(self, word):
+            x = self.embed(word)[0]
+            self.typed.index_copy_(0, self.count.reshape(1), x.detach()[None])
+            self.count.add_(1)
+            seen = (torch.arange(self.typed.shape[0]) < self.count).unsqueeze(-1)
+            return self.head(x + (self.typed * seen).sum(0) / self.count)
+
+    fixed = dataclasses.replace(D.drill("next_word"), name="next_word_buffered",
+                                build=lambda: (NextWordBuffered(), (torch.tensor([3]),), None))
+    finding = D.investigate(fixed)
+    assert finding.answer != "silent specialization", str(finding)
+    assert any("6 calls in a row, state carried on both sides: every call matches" in e for e in finding.evidence)
+    assert D.investigate(D.drill("next_word")).answer == "silent specialization"

@@ -6,7 +6,7 @@ A :class:`Drill` is a story from the field: what the user saw (the symptom, in t
 model that was shipped and how it was exported, the eager model the team trusts, and the input the
 device actually sends. :func:`investigate` runs the workflow of the lessons on it — export/lower/load
 (:func:`helpers.diagnose_export`), the device's input on the raw runtime, a varied probe set against
-eager, the delegation report — and returns a :class:`Finding` whose ``answer`` is one of
+eager, the app's calls in a row for a report that has them (a model with state), the delegation report — and returns a :class:`Finding` whose ``answer`` is one of
 :data:`ANSWERS`. :func:`check` compares a learner's answer with it; with no answer it reveals nothing.
 
 Also here: :func:`draft_issues` (every issue ``torch.export.draft_export`` finds, in one list) and
@@ -17,6 +17,7 @@ reads on).
 
 from __future__ import annotations
 
+import copy
 import itertools
 import json
 import os
@@ -46,7 +47,7 @@ from helpers.exercises.grading import (
 from helpers.interview import Card
 from helpers.lessons import shapes
 from helpers.lowering import lower, lower_methods
-from helpers.parity import check_one, compare, probe_inputs
+from helpers.parity import Probe, check_one, compare, probe_inputs
 from helpers.questions import Question, Reveal
 from helpers.serialized import program_operators
 
@@ -116,7 +117,9 @@ FIXES = {
                                          "cast), declare a bounded Dim, or ship buckets; a baked-in scalar must "
                                          "become a tensor input or one method per value.",
     "silent specialization": "find the decision export made at trace time (a shape test, a flag, a Python "
-                             "scalar); make it explicit (torch.cond, a tighter Dim, two methods) and probe the edges.",
+                             "scalar, a counter kept in an attribute); make it explicit (torch.cond, a tighter Dim, "
+                             "two methods, a position passed as a tensor input) and probe the edges, and for a "
+                             "program with state, calls in a row.",
     "partial delegation": "keep the delegated path static (normalize on the host, buckets), or move the declined "
                           "operator out of the dynamic region / out of torch.cond; re-check delegation.",
     "healthy": "nothing to fix: keep the parity test in the export CI job.",
@@ -176,6 +179,7 @@ class Drill:
     expected: str
     reference: Callable[[], nn.Module] | None = None  # the eager model the team trusts (default: shipped one)
     track: str = "shapes"
+    device_calls: Callable[[], list[tuple[Any, ...]]] | None = None  # the app's calls in a row (state carried)
 
 
 @dataclass
@@ -205,6 +209,9 @@ _KIND_TO_ANSWER = {"data_dependent": "data-dependent control flow",
 def investigate(drill: Drill) -> Finding:
     """Diagnose ``drill`` with the real exporter, lowering and runtime (never raises for a broken model)."""
     model, example, dynamic = drill.build()
+    # the eager model before any call: export runs forward()'s Python once, and a value kept in a Python attribute (a
+    # counter) moves on then (a model without state is the same before and after)
+    initial = copy.deepcopy(drill.reference() if drill.reference else model)
     with captured_output():  # a cold build of a scalar input leaks a runtime log line (see the lesson report)
         diagnosis = diagnose_export(model, example, dynamic)
     if not diagnosis.ok:
@@ -220,7 +227,8 @@ def investigate(drill: Drill) -> Finding:
         return Finding(answer, evidence)
     artifact = diagnosis.artifact
     assert artifact is not None
-    reference = drill.reference() if drill.reference else model
+    reference = copy.deepcopy(initial)
+    calls = drill.device_calls() if drill.device_calls else None  # an app that calls it in a loop: state carries on
     contract = artifact.input_contract()
     evidence = [f"input signature: {contract.signature()}"]
     device = drill.device_input()
@@ -235,7 +243,7 @@ def investigate(drill: Drill) -> Finding:
         evidence.append(f"the program calls {', '.join(random_ops)}; {_repeat_calls(artifact, device)}")
         return Finding("training-mode export", evidence)
     probes = probe_inputs(example, contract=contract)
-    report = compare(reference, artifact, probes)
+    report = compare(copy.deepcopy(initial) if calls else reference, artifact, probes, fresh_state=bool(calls))
     diverging = [(r, p) for r, p in zip(report, probes) if r.within_contract and r.status == "diverge"]
     if row.status == "diverge" or diverging:
         where = [(f"device input {row.shapes}", device)] if row.status == "diverge" else []
@@ -248,6 +256,17 @@ def investigate(drill: Drill) -> Finding:
                             f"them; delegated: {row.describe() if row.status == 'diverge' else diverging[0][0].describe()}")
             return Finding("delegate numerics", evidence)
         return Finding("silent specialization", evidence)
+    if calls:
+        in_a_row = compare(copy.deepcopy(initial), artifact.reloaded(),
+                           [Probe(f"call {i}", args) for i, args in enumerate(calls, 1)])
+        apart = [r for r in in_a_row if r.status != "match"]
+        if apart:
+            evidence.append(f"one call at a time from the initial state, the .pte matches eager: the device's input and "
+                            f"{sum(r.within_contract and r.status == 'match' for r in report)} probes")
+            evidence.append(f"the app's {len(calls)} calls in a row, state carried on both sides: {apart[0].label} is "
+                            f"the first that differs ({apart[0].describe()}), and {len(apart)} of {len(calls)} differ")
+            return Finding("silent specialization", evidence)
+        evidence.append(f"the app's {len(calls)} calls in a row, state carried on both sides: every call matches")
     delegation = artifact.delegation()
     if delegation.portable_nodes:
         evidence.append(delegation.summary())
@@ -303,6 +322,13 @@ def seen(which: Drill | str) -> str:
         kind = diagnosis.error_type or "error"
         return f"  {diagnosis.stage} failed — {kind}: " + "\n    ".join(lines)
     assert diagnosis.artifact is not None
+    if d.device_calls:  # an app that calls it in a loop: what it shows after each call
+        program, notebook = diagnosis.artifact.reloaded(), d.reference() if d.reference else d.build()[0]
+        shown = [int(program.run_raw(*args)[0].argmax()) for args in d.device_calls()]
+        with torch.no_grad():
+            expected = [int(notebook(*args).argmax()) for args in d.device_calls()]
+        return (f"  no error; the word the app suggests after each of the {len(shown)} calls: {shown}; the notebook's, "
+                f"for the same words: {expected}")
     try:
         (out, *_) = diagnosis.artifact.run_raw(*d.device_input())
     except RuntimeRejectedError as exc:
@@ -756,7 +782,7 @@ FIELD_REPORTS: list[Drill] = [
 ]
 
 
-# ----- after lesson 18: field reports on the traps of lessons 14-18 ---------------------------------
+# ----- after lesson 18: field reports on the traps of lessons 13-18 ---------------------------------
 class PromptPositions(nn.Module):
     def __init__(self, seed: int = 50):
         super().__init__()
@@ -815,6 +841,29 @@ class HeatmapPeak(nn.Module):
         return self.head(torch.relu(hottest).flatten(1))
 
 
+class NextWord(nn.Module):
+    typed: torch.Tensor
+
+    def __init__(self, words: int = 32, width: int = 16, slots: int = 16, seed: int = 60):
+        super().__init__()
+        with models.seeded(seed):
+            self.embed = nn.Embedding(words, width)
+            self.head = nn.Linear(width, words)
+        self.register_buffer("typed", torch.zeros(slots, width))
+        self.position = 0
+        self.eval()
+
+    def forward(self, word: torch.Tensor) -> torch.Tensor:
+        x = self.embed(word)[0]
+        self.typed[self.position] = x.detach()
+        self.position += 1
+        context = self.typed[: self.position].mean(dim=0)
+        return self.head(x + context)
+
+
+TYPED = (3, 17, 8, 25, 11, 30)  # the words the user typed, one call each
+
+
 def _recorded_levels() -> tuple[nn.Module, tuple[Any, ...], Any]:
     model, example = LevelMeter(), (torch.randn(2, 8, generator=_g(52)),)
     recorded = torch.export.AdditionalInputs()
@@ -838,31 +887,37 @@ LATER_REPORTS: list[Drill] = [
     Drill("positions", "Export succeeds; the build of the .pte stops before the file is written.",
           "helpers.lower(PromptPositions(), (torch.tensor(5),))  # the prompt's length, as the app sends it",
           lambda: (PromptPositions(), (torch.tensor(5),), None),
-          lambda: (torch.tensor(7),), "data-dependent size", track="lessons 14-18"),
+          lambda: (torch.tensor(7),), "data-dependent size", track="lessons 13-18"),
     Drill("refine", "The Python while loop was rewritten with torch.while_loop as a blog post advised; "
           "torch.export.export now succeeds, and the build of the .pte stops.",
           "helpers.lower(RefineUntilSmall(), (torch.randn(2, 4) * 10,))",
           lambda: (RefineUntilSmall(), (torch.randn(2, 4, generator=_g(55)) * 10,), None),
-          lambda: (torch.randn(2, 4, generator=_g(56)) * 10,), "unsupported operator", track="lessons 14-18"),
+          lambda: (torch.randn(2, 4, generator=_g(56)) * 10,), "unsupported operator", track="lessons 13-18"),
     Drill("recorded_batches", "Export was given the app's recorded batches (5 and 3 rows) so that torch could work out "
           "what varies, and verified them all; on the phone the 5-row batch fails with one line in the log.",
           "recorded = torch.export.AdditionalInputs(); recorded.add((batch_of_5,)); recorded.add((batch_of_3,))\n"
           "helpers.lower(LevelMeter(), (batch_of_2,), dynamic_shapes=recorded.dynamic_shapes(LevelMeter(), "
           "(batch_of_2,)))",
           _recorded_levels, lambda: (torch.randn(5, 8, generator=_g(57)),), "input outside the export contract",
-          track="lessons 14-18"),
+          track="lessons 13-18"),
     Drill("photo_scores", "Scoring the same photo twice on the phone gives two different scores; the notebook's "
           "scores are the same every time.",
           "model = PhotoScorer(); train(model)  # the training script, then straight to export:\n"
           "helpers.lower(model, (torch.randn(2, 6),))",
           lambda: (_scorer_in_training(), (torch.randn(2, 6, generator=_g(49)),), None),
           lambda: (torch.randn(2, 6, generator=_g(58)),), "training-mode export",
-          reference=lambda: PhotoScorer().eval(), track="lessons 14-18"),
+          reference=lambda: PhotoScorer().eval(), track="lessons 13-18"),
     Drill("dead_sensor", "A thermal camera has a dead sensor that reads NaN. In the notebook the frames it touches "
           "score NaN and the app drops them; on the phone the same frames get ordinary-looking scores.",
           "helpers.lower(HeatmapPeak(), (torch.rand(1, 1, 8, 8),))",
           lambda: (HeatmapPeak(), (_thermal_frame(47),), None),
-          lambda: (_thermal_frame(59, dead=(2, 4)),), "delegate numerics", track="lessons 14-18"),
+          lambda: (_thermal_frame(59, dead=(2, 4)),), "delegate numerics", track="lessons 13-18"),
+    Drill("next_word", "The keyboard's next-word model keeps what was typed in a cache on the phone, one call per "
+          "word. Its suggestions start out as the notebook's, then part from them for the same words.",
+          "helpers.lower(NextWord(), (torch.tensor([3]),))  # one word per call",
+          lambda: (NextWord(), (torch.tensor([3]),), None),
+          lambda: (torch.tensor([TYPED[0]]),), "silent specialization", track="lessons 13-18",
+          device_calls=lambda: [(torch.tensor([word]),) for word in TYPED]),
 ]
 
 

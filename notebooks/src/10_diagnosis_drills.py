@@ -8,7 +8,7 @@
 # - `torch.export.draft_export`: every export issue of a model in one report, beside reading one error at a time;
 # - to diagnose broken models from both tracks from what the user saw, each answer checked by the real tools;
 # - a probe set and an export CI test that catch these bugs before release, and what such a test does not cover;
-# - after lesson 18, come back for the last part: five field reports on the traps of lessons 14–18, with three more
+# - after lesson 18, come back for the last part: six field reports on the traps of lessons 13–18, with three more
 #   answers.
 #
 # **Terms**: everything from the table in [lesson 00](00_start_here.ipynb) and lessons 06–09 (`MethodMeta`,
@@ -403,9 +403,9 @@ for name, outcome in replayed.items():
 # you accept on portable kernels.
 
 # %% [markdown]
-# ## After lesson 18: five field reports on lessons 14–18
+# ## After lesson 18: six field reports on lessons 13–18
 #
-# Come back here once you have done lessons 14 to 18. Their traps need three more answers, each defined before the
+# Come back here once you have done lessons 13 to 18. Their traps need three more answers, each defined before the
 # reports:
 
 # %%
@@ -424,6 +424,7 @@ later_answers = {
     "recorded_batches": None,
     "photo_scores": None,
     "dead_sensor": None,
+    "next_word": None,
 }
 later_findings = drills.check_all(later_answers)
 
