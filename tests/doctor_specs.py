@@ -238,3 +238,32 @@ def first_slot_prompt():
     n = Dim("n", min=1, max=SLOTS)
     return {"model": FirstSlotPrompt(), "args": (torch.tensor([1, 2, 3, 4]), torch.arange(4)),
             "dynamic_shapes": {"tokens": {0: n}, "positions": {0: n}}}
+
+
+class SlotMean(nn.Module):
+    """Prefill and decode in miniature, small enough that ExecuTorch's planner puts ``slots`` at the same offset of
+    arena 1 in both methods' separate plans: 4 numbers per slot, each token's embedding plus the mean of the slots."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("table", torch.randn(256, 4, generator=torch.Generator().manual_seed(0)))
+        self.register_buffer("slots", torch.zeros(SLOTS, 4))
+
+    def forward(self, tokens, positions):  # tokens (n,) int64, positions (n,) int64
+        embedded = nn.functional.embedding(tokens, self.table)
+        self.slots.index_copy_(0, positions, embedded)
+        return embedded + self.slots.mean(0)
+
+
+def slot_mean(share: bool = False):
+    """A program of two methods over one SlotMean (``prefill``: 2 to 8 tokens, ``decode``: one), built with
+    ExecuTorch's default (each method plans its own ``slots``) unless ``share``."""
+    model, n = SlotMean(), Dim("n", min=2, max=8)
+    return {"methods": {"prefill": {"model": model, "args": (torch.tensor([1, 2, 3, 4]), torch.arange(4)),
+                                    "dynamic_shapes": {"tokens": {0: n}, "positions": {0: n}}},
+                        "decode": {"model": model, "args": (torch.tensor([5]), torch.tensor([4]))}},
+            "share_mutable_buffers": share}
+
+
+def slot_mean_shared():
+    return slot_mean(share=True)

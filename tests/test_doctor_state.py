@@ -267,9 +267,35 @@ def test_without_shared_buffers_each_method_matches_alone_and_decode_after_prefi
     first = next(k for k, c in enumerate(calls) if c["status"] != "match")
     assert first == len(_matching(prefill)) and calls[first]["label"].startswith("decode: "), calls
     assert prefill["across_methods"]["share_mutable_buffers"] is False
+    assert prefill["across_methods"]["shared_by_chance"] is False  # they differ: not a meeting by chance
+    assert prefill["across_methods"]["places"] == {"prefill": [[1, 77824]], "decode": [[1, 69632]]}
     assert f"prefill then decode differ from call {first + 1}" in decode["headline"]
     assert "share_mutable_buffers" in decode["next_steps"][0] and "share_memory_arenas" in decode["next_steps"][0]
     assert data["verdict"] == "fail"
+
+
+def test_methods_that_meet_only_because_the_host_shares_arenas_fail_and_the_plans_say_where(tmp_path, capsys):
+    """SlotMean's separate plans put its slots at the same offset of arena 1 in both methods, and this host's runtime
+    gives a program's methods one set of arenas: every call across methods matches, and the check still fails (a
+    C++ Module without share_memory_arenas gives each method its own). Built with share_mutable_buffers, the slots
+    are at one place of an arena of their own in both plans, and it passes."""
+    code, out, data = _prefill_decode_run(tmp_path, capsys, "slot_mean")
+    assert code == 1, out
+    prefill, decode = data["methods"]
+    across = prefill["across_methods"]
+    assert {c["status"] for c in across["calls"]} == {"match"} and across["shared_by_chance"] is True
+    assert across["places"] == {"prefill": [[1, 256]], "decode": [[1, 256]]}, across["places"]
+    check = next(c for c in decode["checks"] if c["name"] == "state across methods")
+    assert not check["passed"] and "at the same place by chance" in check["message"], check
+    assert "share their buffers only by chance" in decode["headline"]
+    assert "share_mutable_buffers=True" in decode["next_steps"][0] and "one set of arenas" in decode["next_steps"][0]
+    assert "on this host only" in out
+
+    code, out, data = _prefill_decode_run(tmp_path, capsys, "slot_mean_shared")
+    assert code == 0, out
+    across = data["methods"][0]["across_methods"]
+    assert across["shared_by_chance"] is False and across["share_mutable_buffers"] is True
+    assert across["places"]["prefill"] == across["places"]["decode"] and across["places"]["decode"][0][0] == 2
 
 
 def test_methods_with_state_of_their_own_are_not_called_across():

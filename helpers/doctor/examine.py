@@ -431,6 +431,18 @@ def _sharing_state(methods: Mapping[str, tuple[torch.nn.Module, tuple[Any, ...],
     return [name for name in buffers if any(buffers[name] & ids for other, ids in buffers.items() if other != name)]
 
 
+def shared_buffer_places(artifact: PteArtifact, methods: Mapping[str, tuple[torch.nn.Module, tuple[Any, ...], Any]],
+                         order: Sequence[str]) -> dict[str, list[tuple[int, int]]]:
+    """Per method of ``order``: the (arena, offset) its memory plan gives the buffers the methods share in eager and
+    the program writes back (planned tensors made by ``copy_`` with a shared buffer's shape), read from the ``.pte``.
+    Built with ``share_mutable_buffers`` they are in an arena of their own, at one place for every method; without
+    it each method's plan places them on its own."""
+    shared = set.intersection(*({id(b) for b in methods[name][0].buffers()} for name in order))
+    shapes = {tuple(b.shape) for name in order for b in methods[name][0].buffers() if id(b) in shared}
+    return {name: sorted((int(r["arena"]), int(r["offset"])) for r in artifact.memory_plan(name)
+                         if r["made by"] == "copy_" and tuple(r["shape"]) in shapes) for name in order}
+
+
 def calls_across_methods(models: Mapping[str, torch.nn.Module], artifact: PteArtifact,
                          reports: Mapping[str, DoctorReport], order: Sequence[str], *, atol: Tolerance,
                          rtol: Tolerance) -> Any:
@@ -601,10 +613,12 @@ def examine_methods(methods: Mapping[str, tuple[torch.nn.Module, tuple[Any, ...]
         if together is not None and len(sharing) > 1:
             say(f"calling {' then '.join(sharing)} one after another, as the app does (state carried)")
             across = calls_across_methods(together, artifact, reports, sharing, atol=atol, rtol=rtol)
+            places = shared_buffer_places(artifact, methods, sharing) if across is not None else {}
             for name in sharing:
                 reports[name].across_methods = across
                 reports[name].share_mutable_buffers = share_mutable_buffers
-                if across is not None and any(r.status != "match" for r in across.rows):
+                reports[name].shared_places = places
+                if across is not None and (not share_mutable_buffers or any(r.status != "match" for r in across.rows)):
                     compare_stage = next((s for s in reports[name].stages if s.name == "compare"), None)
                     if compare_stage is not None:
                         compare_stage.status = "failed"

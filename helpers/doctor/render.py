@@ -53,8 +53,11 @@ JSON schema (``schema_version`` 1; fields are only ever added within a version):
   order, or null
 - ``across_methods``: for methods of one program that share state in eager (prefill and decode of one KV cache),
   each one's matching probes called method after method on one loaded program (its check is "state across
-  methods"): ``{methods: [names in call order], share_mutable_buffers, calls: [{label, status, max_abs_diff}]}``,
-  the labels starting with the method's name; null otherwise (every sharing method's report has the same)
+  methods"): ``{methods: [names in call order], share_mutable_buffers, shared_by_chance, places, calls: [{label,
+  status, max_abs_diff}]}``, the labels starting with the method's name; ``places``: per method, the ``[arena,
+  offset]`` its memory plan gives the buffers the methods share; ``shared_by_chance``: every call matched, in a
+  program built without ``share_mutable_buffers`` (the check fails: the methods met only on this host); null
+  otherwise (every sharing method's report has the same)
 
 A program of several methods (``--spec`` returning ``{"methods": ...}``) is one object ``{schema_version, tool,
 target, verdict, exit_status, methods: [one report as above per method, in order]}`` (:func:`program_to_dict`);
@@ -263,9 +266,13 @@ def to_text(report: DoctorReport) -> str:
                              f"call {first + 1} ({rows[first].label}) is the first that differs: {row_detail(rows[first])}"))
         if report.across_methods is not None:
             rows, first = report.across_methods.rows, report.first_across_apart
-            lines.append(f"              {'✓' if first is None else '✗'} {report.across_methods.method} one after "
+            ok = first is None and not report.shared_by_accident
+            lines.append(f"              {'✓' if ok else '✗'} {report.across_methods.method} one after "
                          f"another ({len(rows)} calls, state carried): " + (
-                             "every call matches eager" if first is None else
+                             ("every call matches eager" + (", on this host only: the program does not share its "
+                                                            "mutable buffers (no share_mutable_buffers)"
+                                                            if report.shared_by_accident else ""))
+                             if first is None else
                              f"call {first + 1} ({rows[first].label}) is the first that differs: {row_detail(rows[first])}"))
         if report.user_inputs:
             mine = report.user_rows
@@ -493,6 +500,8 @@ def to_dict(report: DoctorReport) -> dict[str, Any]:
         "across_methods": None if report.across_methods is None else {
             "methods": report.across_methods.method.split(" then "),
             "share_mutable_buffers": report.share_mutable_buffers,
+            "shared_by_chance": report.shared_by_accident,
+            "places": {name: [list(place) for place in places] for name, places in report.shared_places.items()},
             "calls": [{"label": r.label, "status": r.status, "max_abs_diff": _number(r.max_abs_diff)}
                       for r in report.across_methods.rows]},
     }

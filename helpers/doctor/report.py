@@ -132,6 +132,8 @@ class DoctorReport:
     sequence: Any = None  # helpers.ParityReport: with state, the matching probes again one call after another
     across_methods: Any = None  # helpers.ParityReport: methods sharing state, called one after another (prefill, decode)
     share_mutable_buffers: bool = False  # the program was built with MemoryPlanningPass(share_mutable_buffers=True)
+    shared_places: dict[str, list[tuple[int, int]]] = field(default_factory=dict)  # per method: (arena, offset) of the
+    # buffers the methods share in eager, in its memory plan
     value_ranges: dict[str, tuple[int, int]] = field(default_factory=dict)  # integer inputs' values, both included
     max_portable_time: float | None = None  # --max-portable-time (percent of the measured run time)
     profile: Any = None  # helpers.doctor.profile.RuntimeProfile, measured when --max-portable-time is given
@@ -146,6 +148,19 @@ class DoctorReport:
     def first_across_apart(self) -> int | None:
         """Methods sharing state: the index in :attr:`across_methods` of the first call that does not match eager."""
         return _first_apart(self.across_methods)
+
+    @property
+    def shared_by_accident(self) -> bool:
+        """Methods that share state in eager, every call across them matching, in a program built without
+        ``share_mutable_buffers``: each method's plan has its own place for the buffers, and they met only on this
+        host (its runtime gives a program's methods one set of arenas)."""
+        return (self.across_methods is not None and self.first_across_apart is None
+                and not self.share_mutable_buffers)
+
+    def _places_text(self) -> str:
+        """Where each method's plan puts the shared buffers, e.g. "prefill: arena 1 at 256; decode: arena 1 at 256"."""
+        return "; ".join(f"{name}: " + (", ".join(f"arena {a} at {o:,}" for a, o in places) or "not found in the plan")
+                         for name, places in self.shared_places.items())
 
     @property
     def user_rows(self) -> list[Any]:
@@ -220,15 +235,25 @@ class DoctorReport:
                 f"calls in a row differ from call {first + 1}" if first is not None else ""))
         if self.across_methods is not None:
             rows, first = self.across_methods.rows, self.first_across_apart
+            message = (f"{self.across_methods.method}, one after another on one loaded program ({len(rows)} calls, "
+                       "state carried): " + ("every call matches eager" if first is None else
+                                             f"call {first + 1} ({rows[first].label}) is the first that differs from "
+                                             f"eager: {STATUS_WORDS[rows[first].status]}"))
+            if self.shared_by_accident:
+                same = len({tuple(p) for p in self.shared_places.values()}) == 1 and any(self.shared_places.values())
+                message += (", but the program was built without share_mutable_buffers: each method's memory plan "
+                            f"places the buffers they share on its own ({self._places_text()})"
+                            + (", at the same place by chance" if same else "")
+                            + ". This host's runtime gives a program's methods one set of arenas; a C++ Module "
+                              "without share_memory_arenas gives each method its own, where the methods would not "
+                              "share them")
             out.append(Check(
-                "state across methods", first is None,
-                f"{self.across_methods.method}, one after another on one loaded program ({len(rows)} calls, state "
-                "carried): " + ("every call matches eager" if first is None else
-                                f"call {first + 1} ({rows[first].label}) is the first that differs from eager: "
-                                f"{STATUS_WORDS[rows[first].status]}"),
+                "state across methods", first is None and not self.shared_by_accident, message,
                 [f"call {k + 1} ({r.label}): {STATUS_WORDS[r.status]}" for k, r in enumerate(rows)
                  if r.status != "match"],
-                f"{self.across_methods.method} differ from call {first + 1}" if first is not None else ""))
+                f"{self.across_methods.method} differ from call {first + 1}" if first is not None else
+                (f"{self.across_methods.method} share their buffers only by chance (no share_mutable_buffers)"
+                 if self.shared_by_accident else "")))
         if self.min_delegated is not None and self.delegation is not None:
             share = 100 * self.delegation.coverage
             ok = share + 1e-9 >= self.min_delegated
@@ -376,11 +401,18 @@ class DoctorReport:
                          "a Python attribute (a counter, a next position) is read once at export, and the .pte "
                          "uses that value on every call. Keep it in a buffer the graph writes (register_buffer, "
                          "updated in place), or take it as an input from the app.")
-        elif self.first_across_apart is not None and not bad:
+        elif (self.first_across_apart is not None or self.shared_by_accident) and not bad:
             if self.share_mutable_buffers:
                 steps.append("Each method matches eager on its own, and called one after another they do not, though "
                              "the program shares its mutable buffers: look for state one method keeps that the "
                              "other does not read (a buffer of another name, a value kept in a Python attribute).")
+            elif self.shared_by_accident:
+                steps.append("In eager the methods share the buffers they write, and ExecuTorch's memory planner plans "
+                             "each method on its own, so each has its own place for them: the calls across methods "
+                             "matched here only because this host's runtime gives a program's methods one set of "
+                             "arenas. Build the program with MemoryPlanningPass(share_mutable_buffers=True) (the "
+                             "spec's \"share_mutable_buffers\": True), and in a C++ app share the Module's arenas "
+                             "between methods (share_memory_arenas).")
             else:
                 steps.append("Each method matches eager on its own, and called one after another they do not: in "
                              "eager the methods share the buffers they write, and ExecuTorch's memory planner plans "
