@@ -470,6 +470,11 @@ print(app_report.next_steps()[0])
 # One call at a time still matches: from the initial state, eager's counter and the program's constant agree on the
 # first call. In a row they part from the second call. A probe set proves what its values reach: give the doctor
 # the values the app sends.
+#
+# A prefill method's positions are not drawn one by one: they run on from a start, and this wrapper writes a prompt
+# at the slots from its first position on (positions 31, 31, 31, 31 ask it for slots 31 to 34). Give them as
+# `--positions NAME=LOW:HIGH` (`helpers.PositionRange` in `value_ranges`), and each probe's positions are one run
+# inside the range.
 
 # %% [markdown]
 # ## Takeaway
