@@ -267,3 +267,32 @@ def slot_mean(share: bool = False):
 
 def slot_mean_shared():
     return slot_mean(share=True)
+
+
+class WordTable(nn.Module):
+    """A table of constants two models read and neither writes."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("table", torch.randn(256, 8, generator=torch.Generator().manual_seed(2)))
+
+
+class OwnSlots(nn.Module):
+    """A model with a cache of its own, reading a shared WordTable."""
+
+    def __init__(self, words: WordTable):
+        super().__init__()
+        self.words = words
+        self.register_buffer("slots", torch.zeros(SLOTS, 8))
+
+    def forward(self, tokens, positions):  # tokens (n,) int64, positions (n,) int64
+        embedded = nn.functional.embedding(tokens, self.words.table)
+        self.slots.index_copy_(0, positions, embedded)
+        return embedded + self.slots.mean(0)
+
+
+def own_slots_shared_table():
+    """Two methods, each with its own cache, both reading one WordTable: nothing one writes, the other holds."""
+    words = WordTable()
+    return {"methods": {"prefill": {"model": OwnSlots(words), "args": (torch.tensor([1, 2, 3, 4]), torch.arange(4))},
+                        "decode": {"model": OwnSlots(words), "args": (torch.tensor([5]), torch.tensor([4]))}}}

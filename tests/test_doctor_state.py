@@ -298,6 +298,15 @@ def test_methods_that_meet_only_because_the_host_shares_arenas_fail_and_the_plan
     assert across["places"]["prefill"] == across["places"]["decode"] and across["places"]["decode"][0][0] == 2
 
 
+def test_methods_that_share_only_a_table_they_read_are_not_called_across(tmp_path, capsys):
+    """Two caches of their own and one table of constants both read: nothing one method writes, the other holds, so
+    there is no state across methods to check, and no meeting by chance to fail."""
+    code, out, data = _prefill_decode_run(tmp_path, capsys, "own_slots_shared_table")
+    assert code == 0, out
+    assert [m["stateful_buffers"] for m in data["methods"]] == [["model.slots"], ["model.slots"]]  # the spec's wrapper
+    assert all(m["across_methods"] is None for m in data["methods"])
+
+
 def test_methods_with_state_of_their_own_are_not_called_across():
     """Two models, one cache each: what one method writes the other never reads in eager either."""
     import doctor_specs

@@ -424,11 +424,15 @@ def _initial_together(methods: Mapping[str, tuple[torch.nn.Module, tuple[Any, ..
 
 def _sharing_state(methods: Mapping[str, tuple[torch.nn.Module, tuple[Any, ...], Any]],
                    reports: Mapping[str, DoctorReport]) -> list[str]:
-    """The methods, in order, whose eager models share a buffer with another method's and whose programs write
-    state: what one of them writes, another reads in eager (a KV cache behind prefill and decode)."""
-    buffers = {name: {id(b) for b in model.buffers()} for name, (model, _args, _dynamic) in methods.items()
-               if reports[name].stateful and reports[name].parity is not None}
-    return [name for name in buffers if any(buffers[name] & ids for other, ids in buffers.items() if other != name)]
+    """The methods, in order, whose programs write state and whose eager models share a buffer with another method's
+    that one of the two writes: what one of them writes, the other holds in eager (a KV cache behind prefill and
+    decode). Buffers they both only read (a table of constants, a rotary embedding's frequencies) do not count."""
+    live = [name for name in methods if reports[name].stateful and reports[name].parity is not None]
+    held = {name: {id(b) for b in methods[name][0].buffers()} for name in live}
+    written = {name: {id(b) for key, b in methods[name][0].named_buffers() if key in set(reports[name].stateful)}
+               for name in live}
+    return [name for name in live
+            if any(written[name] & held[other] or written[other] & held[name] for other in live if other != name)]
 
 
 def shared_buffer_places(artifact: PteArtifact, methods: Mapping[str, tuple[torch.nn.Module, tuple[Any, ...], Any]],
