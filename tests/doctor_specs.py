@@ -201,13 +201,19 @@ class PromptCache(nn.Module):
         return (embedded + context) @ self.table.T
 
 
-def prefill_decode(share: bool = True):
-    """A program of two methods over one PromptCache: ``prefill`` (2 to 8 tokens) and ``decode`` (one token)."""
-    model, n = PromptCache(), Dim("n", min=2, max=8)
+def _prefill_and_decode(model: nn.Module, share: bool):
+    """A program spec of two methods over one ``model(tokens, positions)``: ``prefill`` (2 to 8 tokens, the example
+    4 at slots 0-3) and ``decode`` (one token at slot 4)."""
+    n = Dim("n", min=2, max=8)
     return {"methods": {"prefill": {"model": model, "args": (torch.tensor([1, 2, 3, 4]), torch.arange(4)),
                                     "dynamic_shapes": {"tokens": {0: n}, "positions": {0: n}}},
                         "decode": {"model": model, "args": (torch.tensor([5]), torch.tensor([4]))}},
             "share_mutable_buffers": share}
+
+
+def prefill_decode(share: bool = True):
+    """A program of two methods over one PromptCache: ``prefill`` (2 to 8 tokens) and ``decode`` (one token)."""
+    return _prefill_and_decode(PromptCache(), share)
 
 
 def prefill_decode_separate():
@@ -258,11 +264,7 @@ class SlotMean(nn.Module):
 def slot_mean(share: bool = False):
     """A program of two methods over one SlotMean (``prefill``: 2 to 8 tokens, ``decode``: one), built with
     ExecuTorch's default (each method plans its own ``slots``) unless ``share``."""
-    model, n = SlotMean(), Dim("n", min=2, max=8)
-    return {"methods": {"prefill": {"model": model, "args": (torch.tensor([1, 2, 3, 4]), torch.arange(4)),
-                                    "dynamic_shapes": {"tokens": {0: n}, "positions": {0: n}}},
-                        "decode": {"model": model, "args": (torch.tensor([5]), torch.tensor([4]))}},
-            "share_mutable_buffers": share}
+    return _prefill_and_decode(SlotMean(), share)
 
 
 def slot_mean_shared():

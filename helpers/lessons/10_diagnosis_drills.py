@@ -243,7 +243,7 @@ def investigate(drill: Drill) -> Finding:
         evidence.append(f"the program calls {', '.join(random_ops)}; {_repeat_calls(artifact, device)}")
         return Finding("training-mode export", evidence)
     probes = probe_inputs(example, contract=contract)
-    report = compare(copy.deepcopy(initial) if calls else reference, artifact, probes, fresh_state=bool(calls))
+    report = compare(initial, artifact, probes, fresh_state=True) if calls else compare(reference, artifact, probes)
     diverging = [(r, p) for r, p in zip(report, probes) if r.within_contract and r.status == "diverge"]
     if row.status == "diverge" or diverging:
         where = [(f"device input {row.shapes}", device)] if row.status == "diverge" else []
