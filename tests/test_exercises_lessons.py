@@ -421,6 +421,38 @@ class Fixed(lm.AppStep):
 answer = Fixed(lm.tiny_llama())
 """, ("assign the class itself",)),
     ],
+    "13.plan": [
+        WrongAnswer("a cache one slot short of the longest prompt and its answer (the edge)", """
+answer = {"max_cache_len": 30, "buckets": (8, 20)}
+""", ("check_fits", "prompts of 20 tokens")),
+        WrongAnswer("the largest bucket one short of the longest prompt (the edge)", """
+answer = {"max_cache_len": 31, "buckets": (8, 19)}
+""", ("prompts of 20 tokens: no bucket holds them",)),
+        WrongAnswer("room to spare: a 40-slot cache (over the arena budget, found only by building it)", """
+answer = {"max_cache_len": 40, "buckets": (8, 20)}
+""", ("arena within", "prefill_20 plans")),
+        WrongAnswer("beyond every bound: a cache of 1,000 slots", """
+answer = {"max_cache_len": 1000, "buckets": (8, 20)}
+""", ("KV cache alone", "512,000 bytes")),
+        WrongAnswer("one bucket for every prompt", """
+answer = {"max_cache_len": 31, "buckets": (20,)}
+""", ("padding tokens per prompt",)),
+        WrongAnswer("fits the day exactly: a bucket per length it shows", """
+answer = {"max_cache_len": 31, "buckets": tuple(range(1, 21))}
+""", ("20 prefill methods",)),
+        WrongAnswer("a bucket larger than the cache (right shape, numbers swapped)", """
+answer = {"max_cache_len": 20, "buckets": (8, 31)}
+""", ("prefill_31 writes 31 slots of a 20-slot cache",)),
+        WrongAnswer("zeros", """
+answer = {"max_cache_len": 0, "buckets": (0,)}
+""", ("max_cache_len is 0",)),
+        WrongAnswer("the plan as a tuple", """
+answer = (31, (8, 20))
+""", ("got tuple",)),
+        WrongAnswer("buckets as text", """
+answer = {"max_cache_len": 31, "buckets": "8, 20"}
+""", ("buckets is '8, 20'",)),
+    ],
     "14.bound_positions": [
         WrongAnswer("the table's 16 rows as the bound (runs, but plans for prompts the app never sends)", """
 class Bounded(Positions):
@@ -809,3 +841,25 @@ def test_probe_set_is_graded_on_scenarios_the_learner_did_not_see():
     grades = [exercise.check(fitted) for _ in lesson.PROBE_SET_VARIANTS]
     assert sum(g.passed for g in grades) <= 1, [g.feedback for g in grades]
     assert all(exercise.check(exercise.solution).passed for _ in lesson.PROBE_SET_VARIANTS)
+
+
+def test_measure_plan_reads_the_program_the_check_builds():
+    """After the plan exercise's check (above, in this file's worker): the same program, its numbers and the day's
+    padding counted prompt by prompt; a plan with nothing to measure is refused with the host's words."""
+    lm = course.lesson(13)
+    cost = lm.measure_plan(31, [20, 8, 8])  # any order, duplicates: one plan
+    program = lm.plan_program(31, (8, 20))
+    assert cost.buckets == (8, 20) and set(cost.arenas) == {"prefill_8", "prefill_20", "decode"}
+    assert cost.arenas == {m: program.planned_memory_bytes(m) for m in program.methods}
+    assert cost.largest == ("prefill_20", cost.arenas["prefill_20"]) and cost.largest[1] <= lm.ARENA_BUDGET
+    prompts = [n for n, count in lm.DAY_OF_PROMPTS.items() for _ in range(count)]
+    padded = [(8 if n <= 8 else 20) - n for n in prompts]
+    assert cost.mean_padding == pytest.approx(sum(padded) / len(padded))
+    assert "largest: prefill_20" in repr(cost) and "within" in repr(cost)
+    with pytest.raises(ValueError, match="no bucket holds them"):
+        lm.measure_plan(31, (8, 16))
+    with pytest.raises(ValueError, match="prefill_32 writes 32 slots of a 31-slot cache"):
+        lm.measure_plan(31, (8, 32))
+    for shown in lm.PROMPTS:  # the check's prompts are none of the lesson's
+        assert shown not in lm.check_prompts((8, 20))
+    assert sorted(len(p) for p in lm.check_prompts((8, 20))) == [1, 8, 9, 20]  # each bucket's shortest and longest

@@ -808,18 +808,23 @@ def _describe_global(value: Any) -> str | None:
     return None
 
 
-def _grade_position(answer: Any) -> list[Verdict]:
-    """One torch thread while grading: the eager steps of a model this small gain nothing from two, and beside
+def _one_thread(grade: Callable[[Any], list[Verdict]]) -> Callable[[Any], list[Verdict]]:
+    """``grade`` with one torch thread: the eager steps of a model this small gain nothing from two, and beside
     another busy process (a CI worker) two threads made a check 2–3× slower."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        return _graded_position(answer)
-    finally:
-        torch.set_num_threads(threads)
+    @functools.wraps(grade)
+    def graded(answer: Any) -> list[Verdict]:
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            return grade(answer)
+        finally:
+            torch.set_num_threads(threads)
+
+    return graded
 
 
-def _graded_position(answer: Any) -> list[Verdict]:
+@_one_thread
+def _grade_position(answer: Any) -> list[Verdict]:
     from helpers.artifact import RuntimeRejectedError
 
     criterion = "a step class, built as answer(tiny_llama())"
@@ -901,6 +906,210 @@ def solve_position() -> Any:
     return PositionedStep
 
 
+# ----- exercise 13.plan: a cache and prompt buckets for a day of prompts ------------------------------
+# A day of the product's prompts: how many had each length, in tokens (1,000 prompts, every one answered with
+# NEW_TOKENS new tokens). Short prompts are common, long ones rare; none is longer than 20 tokens.
+DAY_OF_PROMPTS: dict[int, int] = {n: count for first, last, count in
+                                  ((1, 4, 120), (5, 8, 80), (9, 12, 30), (13, 16, 15), (17, 20, 5))
+                                  for n in range(first, last + 1)}
+ARENA_BUDGET = 128 * 1024  # bytes of planned memory the phone gives the program's largest method, KV cache included
+MAX_PREFILLS = 2  # prefill methods the team allows in the .pte (each is another graph in it)
+PADDING_LIMIT = 5.0  # padded prompt tokens per prompt, on average over the day: work whose result no token reads
+
+
+def day_table() -> list[dict[str, Any]]:
+    """:data:`DAY_OF_PROMPTS` as rows, lengths with the same count on one row."""
+    rows: list[dict[str, Any]] = []
+    for n, count in sorted(DAY_OF_PROMPTS.items()):
+        if rows and rows[-1]["prompts of each length"] == count and rows[-1]["last"] == n - 1:
+            rows[-1]["last"] = n
+        else:
+            rows.append({"first": n, "last": n, "prompts of each length": count})
+    return [{"prompt tokens": f"{r['first']}–{r['last']}", "prompts of each length": r["prompts of each length"]}
+            for r in rows]
+
+
+def mean_padding(buckets: Sequence[int]) -> float:
+    """Padding tokens per prompt, on average over :data:`DAY_OF_PROMPTS`, when each prompt is padded to the
+    smallest bucket that holds it (:func:`bucket_for`). :class:`ValueError` if a prompt of the day fits none."""
+    total = sum((bucket_for(n, buckets) - n) * count for n, count in DAY_OF_PROMPTS.items())
+    return total / sum(DAY_OF_PROMPTS.values())
+
+
+def plan_problems(max_cache_len: int, buckets: Sequence[int]) -> dict[str, tuple[str, str]]:
+    """What the app's host checks and the team's rules refuse in a plan, before anything is built: for each rule,
+    by name, ``(criterion, what is wrong)``, ``""`` where the plan keeps it (the padding rule only when every
+    prompt of the day has a bucket)."""
+    refused = [n for n in DAY_OF_PROMPTS if n > max(buckets)]
+    too_big = [b for b in buckets if b > max_cache_len]
+    unfit = [n for n in DAY_OF_PROMPTS if n + NEW_TOKENS - 1 > max_cache_len]  # the last new token is not written
+    problems = {
+        "methods": (f"at most {MAX_PREFILLS} prefill methods",
+                    f"{len(buckets)} buckets, {len(buckets)} prefill methods" if len(buckets) > MAX_PREFILLS else ""),
+        "bucket_for": ("every prompt of the day fits a bucket (the app's bucket_for)",
+                       f"the app refuses the day's {sum(DAY_OF_PROMPTS[n] for n in refused)} prompts of "
+                       f"{_lengths(refused)} tokens: no bucket holds them" if refused else ""),
+        "bucket_in_cache": ("every bucket fits the cache",
+                            "; ".join(f"prefill_{b} writes {b} slots of a {max_cache_len}-slot cache"
+                                      for b in too_big)),
+        "check_fits": (f"every prompt of the day and its {NEW_TOKENS} new tokens fit the cache (the app's check_fits)",
+                       f"the app's host check refuses the day's {sum(DAY_OF_PROMPTS[n] for n in unfit)} prompts of "
+                       f"{_lengths(unfit)} tokens: with their new tokens they need more than {max_cache_len} slots"
+                       if unfit else ""),
+        "cache_budget": ("the KV cache alone fits the arena budget",
+                         f"{max_cache_len} slots of keys and values are {kv_bytes(max_cache_len):,} bytes, over the "
+                         f"budget of {ARENA_BUDGET:,}" if kv_bytes(max_cache_len) > ARENA_BUDGET else ""),
+    }
+    if not refused:  # padding is counted over prompts that have a bucket
+        padding = mean_padding(buckets)
+        problems["padding"] = (f"at most {PADDING_LIMIT:g} padding tokens per prompt over the day",
+                               f"{padding:.2f} padding tokens per prompt" if padding > PADDING_LIMIT else "")
+    return problems
+
+
+# Why a rule refuses, without the number that would keep it: the hint beside a broken rule.
+_PLAN_HINTS = {
+    "methods": "each bucket is a prefill method of its own",
+    "bucket_for": "the largest bucket sets which prompts the app can take",
+    "bucket_in_cache": "a prefill writes its whole bucket, padding included, into the cache",
+    "check_fits": "a prompt and its answer share the cache: count the slots up to the last one written",
+    "cache_budget": "every slot costs arena: size the cache for the day's prompts and their answers",
+    "padding": "where most prompts are, a bucket close above them pads them least",
+}
+# What makes a plan's program meaningless to build and measure.
+_UNBUILDABLE = ("bucket_for", "bucket_in_cache", "cache_budget")
+
+
+def _lengths(lengths: Sequence[int]) -> str:
+    """``[17, 18, 19, 20]`` → ``"17–20"``; a single length as itself; gaps as a list."""
+    ordered = sorted(lengths)
+    if len(ordered) > 1 and ordered == list(range(ordered[0], ordered[-1] + 1)):
+        return f"{ordered[0]}–{ordered[-1]}"
+    return ", ".join(str(n) for n in ordered)
+
+
+def plan_program(max_cache_len: int, buckets: Sequence[int]) -> PteArtifact:
+    """A plan's program: ``prefill_<b>`` for each bucket and ``decode``, all writing one KV cache of
+    ``max_cache_len`` slots (``share_mutable_buffers``), strict export, portable kernels (:data:`EXERCISE_BACKEND`),
+    cached by recipe. Built cold it takes about 4 s per method on this machine's CPU."""
+    buckets = tuple(sorted(set(buckets)))
+    return _lowered(f"plan/{max_cache_len}/{buckets}/{EXERCISE_BACKEND}",
+                    "+".join([*(f"prefill_{b}" for b in buckets), "decode"]),
+                    lambda: lowering.lower_methods(
+                        prefill_methods(DecodeStep(tiny_llama(), max_cache_len), "buckets", buckets=buckets),
+                        strict=True, backend=EXERCISE_BACKEND, share_mutable_buffers=True))
+
+
+class PlanCost:
+    """What a plan costs, measured on its program (:func:`measure_plan`): each method's planned arena, the
+    largest against :data:`ARENA_BUDGET`, and the day's mean padding against :data:`PADDING_LIMIT`."""
+
+    def __init__(self, max_cache_len: int, buckets: tuple[int, ...], arenas: dict[str, int]) -> None:
+        self.max_cache_len, self.buckets, self.arenas = max_cache_len, buckets, arenas
+        self.mean_padding = mean_padding(buckets)
+
+    @property
+    def largest(self) -> tuple[str, int]:
+        """The method with the largest arena, and its bytes: what the app's shared arenas must hold."""
+        method = max(self.arenas, key=lambda m: self.arenas[m])
+        return method, self.arenas[method]
+
+    def __repr__(self) -> str:
+        method, size = self.largest
+        lines = [f"plan: max_cache_len {self.max_cache_len}, buckets {self.buckets}"]
+        lines += [f"  {m:<12} {b:>9,} bytes planned" for m, b in self.arenas.items()]
+        lines.append(f"  largest: {method}, {size:,} bytes; budget {ARENA_BUDGET:,}: "
+                     f"{'within' if size <= ARENA_BUDGET else 'OVER'}")
+        lines.append(f"  padding over the day: {self.mean_padding:.2f} tokens per prompt; limit {PADDING_LIMIT:g}: "
+                     f"{'within' if self.mean_padding <= PADDING_LIMIT else 'OVER'}")
+        lines.append(f"  prefill methods: {len(self.buckets)}; limit {MAX_PREFILLS}")
+        return "\n".join(lines)
+
+
+def measure_plan(max_cache_len: int, buckets: Sequence[int]) -> PlanCost:
+    """Build a plan's program (:func:`plan_program`: the one the check of exercise 13.plan builds, about 4 s per
+    method the first time, then cached) and measure it. :class:`ValueError` for a plan with nothing to measure: a
+    day's prompt that fits no bucket, a bucket larger than the cache, a cache over the budget by itself."""
+    max_cache_len, buckets = _plan_of({"max_cache_len": max_cache_len, "buckets": buckets})
+    problems = plan_problems(max_cache_len, buckets)
+    refusals = [problems[name][1] for name in _UNBUILDABLE if problems[name][1]]
+    if refusals:
+        raise ValueError("; ".join(refusals))
+    program = plan_program(max_cache_len, buckets)
+    return PlanCost(max_cache_len, buckets, {m: program.planned_memory_bytes(m) for m in program.methods})
+
+
+PLAN_FORM = "a plan: {'max_cache_len': int, 'buckets': (int, ...)}"
+
+
+def _plan_of(answer: Any) -> tuple[int, tuple[int, ...]]:
+    """The plan's ``max_cache_len`` and sorted, distinct buckets; :class:`ValueError` saying what is malformed."""
+    if not isinstance(answer, dict) or set(answer) != {"max_cache_len", "buckets"}:
+        got = f"a dict with keys {sorted(map(str, answer))}" if isinstance(answer, dict) else type(answer).__name__
+        raise ValueError(f"got {got}")
+    n, buckets = answer["max_cache_len"], answer["buckets"]
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"max_cache_len is {n!r}: a number of slots, a positive int")
+    if isinstance(buckets, (str, bytes)) or not isinstance(buckets, (tuple, list, set, frozenset)) or not buckets:
+        raise ValueError(f"buckets is {buckets!r}: one or more prompt lengths, a tuple of positive ints")
+    if any(isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in buckets):
+        raise ValueError(f"buckets is {buckets!r}: every bucket is a prompt length, a positive int")
+    return n, tuple(sorted(set(buckets)))
+
+
+def check_prompts(buckets: Sequence[int]) -> list[tuple[int, ...]]:
+    """The prompts the check feeds a plan's program, one conversation after another: for each bucket, the day's
+    shortest and longest prompt it takes (the most padding, and none), with token ids no lesson cell shows."""
+    g = torch.Generator().manual_seed(13)
+    lengths: list[int] = []
+    below = 0
+    for b in sorted(buckets):
+        taken = [n for n in DAY_OF_PROMPTS if below < n <= b]
+        lengths += sorted({min(taken), max(taken)}) if taken else []
+        below = b
+    return [tuple(int(t) for t in torch.randint(0, CONFIG["vocab_size"], (n,), generator=g)) for n in lengths]
+
+
+@_one_thread
+def _grade_plan(answer: Any) -> list[Verdict]:
+    try:
+        max_cache_len, buckets = _plan_of(answer)
+    except ValueError as exc:
+        return [Verdict(PLAN_FORM, False, str(exc), "max_cache_len is the cache's slots; buckets the prompt lengths "
+                        "that get a prefill method of their own")]
+    verdicts = [Verdict(PLAN_FORM, True, f"max_cache_len {max_cache_len}, buckets {buckets}")]
+    verdicts += [Verdict(criterion, not problem, problem, _PLAN_HINTS[name] if problem else "")
+                 for name, (criterion, problem) in plan_problems(max_cache_len, buckets).items()]
+    if any(not v.passed for v in verdicts):
+        return verdicts
+    criterion = f"builds (portable), its largest method's arena within {ARENA_BUDGET:,} bytes"
+    with torch.no_grad():
+        cost = measure_plan(max_cache_len, buckets)
+    method, size = cost.largest
+    if size > ARENA_BUDGET:
+        return [*verdicts, Verdict(criterion, False, f"{method} plans {size:,} bytes",
+                                   "every slot of the cache and every token of a bucket costs arena in each method "
+                                   "that holds them: measure candidates with lm.measure_plan")]
+    verdicts.append(Verdict(criterion, True, f"{method} plans {size:,} bytes"))
+    program = plan_program(max_cache_len, buckets)
+    prompts = check_prompts(buckets)
+    criterion = "the .pte gives eager's tokens, conversation after conversation"
+    for number, prompt in enumerate(prompts, 1):
+        tokens = prefill_then_decode(program, prompt)
+        if tokens != eager_tokens(prompt):
+            k = _first_difference(tokens, eager_tokens(prompt))
+            return [*verdicts, Verdict(criterion, False, f"on prompt {number} ({len(prompt)} tokens), the .pte's "
+                                       f"new token {k + 1} of {NEW_TOKENS} differs from eager's")]
+    return [*verdicts, Verdict(criterion, True, f"{len(prompts)} prompts of the day's lengths in a row on one "
+                               "loaded program")]
+
+
+def solve_plan() -> Any:
+    """13.plan: the cache holds the longest prompt and its answer; two buckets, one above the common short prompts."""
+    # the longest prompt, 20 tokens, and 12 new ones, the last never written back: 31 slots
+    return {"max_cache_len": 31, "buckets": (8, 20)}
+
+
 EXERCISE_BACKEND = "portable"
 lm: Any = sys.modules[__name__]  # this module, as the lesson names it (course.lesson(13)): the solution reads as the cell
 EXERCISES = [
@@ -912,6 +1121,14 @@ EXERCISES = [
               "not show, one conversation after another on one loaded program."),
         grade=_grade_position, solve=solve_position,
         context=lambda: {**base_context(), "lm": lm, "DecodeStep": DecodeStep, "AppStep": AppStep}),
+    Exercise(
+        id="13.plan", lesson=LESSON, kind="plan (a dict)",
+        title="a cache and prompt buckets for a day of prompts, under an arena budget",
+        goal=(f"Give a plan {{'max_cache_len': int, 'buckets': (int, ...)}} whose program answers every prompt of "
+              f"DAY_OF_PROMPTS with eager's tokens, with at most {MAX_PREFILLS} prefill methods, at most "
+              f"{PADDING_LIMIT:g} padding tokens per prompt over the day and its largest method's planned arena "
+              f"within {ARENA_BUDGET:,} bytes."),
+        grade=_grade_plan, solve=solve_plan, context=lambda: {**base_context(), "lm": lm}),
 ]
 
 

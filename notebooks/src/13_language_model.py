@@ -10,7 +10,8 @@
 #   option without which a prefill method and a decode method do not share their cache;
 # - three traps of this model kind, live: a position passed as an `int`, a prompt and answer longer than the cache,
 #   positions that do not match the tokens;
-# - what ExecuTorch's own LLM runner needs from a program, and its tokens next to eager's.
+# - what ExecuTorch's own LLM runner needs from a program, and its tokens next to eager's;
+# - to choose `max_cache_len` and prompt buckets for a product's prompts under an arena budget (an exercise).
 #
 # **Terms**: everything from the table in [lesson 00](00_start_here.ipynb), and:
 #
@@ -440,6 +441,37 @@ from helpers import exercises
 grade = exercises.check("13.position", answer)
 
 # %% [markdown]
+# ## ✏️ Exercise 13.plan
+#
+# The product goes on a phone. A day of its prompts, by length (1,000 prompts; each is answered with 12 new tokens):
+
+# %%
+pd.DataFrame(lm.day_table()).set_index("prompt tokens")
+
+# %% [markdown]
+# The program holds one prefill method per bucket and `decode`, sharing one cache (section 5). The team's rules:
+# - every prompt of the day is answered: it fits a bucket, and it and its new tokens fit the cache;
+# - at most two prefill methods;
+# - at most 5 padding tokens per prompt, on average over the day: a padding token is computed and never read;
+# - the largest method's planned arena, the cache included, within 128 KiB (131,072 bytes).
+#
+# Give a plan, `answer = {"max_cache_len": ..., "buckets": (...)}`. To see what a candidate costs, run
+# `lm.measure_plan(max_cache_len, buckets)` in a cell of your own: it builds the program the check builds and prints
+# each method's arena and the day's padding (15–20 s the first time for two buckets and `decode`, then cached).
+# The check runs the app's host checks on the day's prompts, builds the program, reads its plan, then feeds it prompts
+# of the day's lengths that no cell showed, one conversation after another, and compares the tokens with eager's.
+#
+# Both build with the portable kernels, as in exercise 13.position: the arenas are that build's. A build for another
+# backend plans its own, so a real budget is checked on the build that ships.
+
+# %%
+# ✏️ Exercise 13.plan — edit this cell, then run the check below.
+answer = {"max_cache_len": lm.MAX_CACHE_LEN, "buckets": lm.BUCKETS}  # the lesson's program: 32 slots, buckets 8, 16
+
+# %%
+plan_grade = exercises.check("13.plan", answer)
+
+# %% [markdown]
 # ## 8. In CI: the export doctor on a decode step
 #
 # The export doctor ([lesson 11](11_export_doctor.ipynb)) takes a decode step too: exported with `strict=True`, and,
@@ -529,4 +561,7 @@ assert app_step.next_position == len(lm.PROMPTS[0]) + lm.NEW_TOKENS - 1  # eager
 assert questions.get("13.runner_plain").actual()[0] == "it refuses the program"
 assert all(runner_rows) and "get_max_seq_len not found" in str(runner_refusal), runner_refusal
 assert all(0 not in lm.eager_tokens(p) for p in lm.PROMPTS)  # the tokenizer's end-of-text id never came up
+assert (lm.NEW_TOKENS, lm.MAX_PREFILLS, lm.PADDING_LIMIT, lm.ARENA_BUDGET) == (12, 2, 5, 131_072)  # the rules' words
+assert sum(lm.DAY_OF_PROMPTS.values()) == 1000 and max(lm.DAY_OF_PROMPTS) == 20
+assert not plan_grade.passed and "no bucket holds them" in plan_grade.feedback, plan_grade.feedback  # the starter
 print("checked")
