@@ -25,6 +25,7 @@ import html
 import re
 import sys
 import traceback
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -188,10 +189,18 @@ def _graph_frame(exported: Any, operator: str | None) -> SourceFrame | None:
         name = str(getattr(node.target, "__name__", node.target))
         if node.op != "call_function" or name.replace("aten.", "").split(".")[0] != wanted:
             continue
-        frames = re.findall(r'File "([^"]+)", line (\d+), in (\w+)\n\s*(.+)', node.meta.get("stack_trace") or "")
-        for filename, lineno, func, code in reversed(frames):
-            if not _is_library(filename):
-                return _frame(filename, int(lineno), func, code)
+        found = _node_frame(node)
+        if found is not None:
+            return found
+    return None
+
+
+def _node_frame(node: torch.fx.Node) -> SourceFrame | None:
+    """The innermost line outside the library in the stack trace export recorded for ``node``."""
+    frames = re.findall(r'File "([^"]+)", line (\d+), in (\w+)\n\s*(.+)', node.meta.get("stack_trace") or "")
+    for filename, lineno, func, code in reversed(frames):
+        if not _is_library(filename):
+            return _frame(filename, int(lineno), func, code)
     return None
 
 
@@ -277,6 +286,97 @@ def _summary(kind: str, exc: BaseException, source: str | None, operator: str | 
     return f"{type(exc).__name__}: {first}"
 
 
+# ----- state the program writes ---------------------------------------------------------------------
+_GRAD_IN_PLACE = "a leaf Variable that requires grad is being used in an in-place operation"
+_WRITE_OF = re.compile(r"target=torch\.ops\.aten\.\w+\.\w+\]\(args = \(%(\w+),")
+_MUTATED_CONSTANT = re.compile(r"Constant (\S+) is mutated in the forward method")
+
+
+def _buffer_name(placeholder: str, exported: Any) -> str:
+    """The module's name for the buffer behind an exported program's placeholder (``b_cache`` → ``cache``),
+    or the placeholder's own name when the program is not at hand."""
+    signature = getattr(exported, "graph_signature", None)
+    return (signature.inputs_to_buffers.get(placeholder) if signature is not None else None) or placeholder
+
+
+def _in_place_writes(exported: Any) -> Iterator[tuple[torch.fx.Node, str]]:
+    """The nodes of ``exported``'s graph that write one of its inputs in place, with that input's placeholder."""
+    for node in exported.graph.nodes:
+        schema = getattr(node.target, "_schema", None)
+        if (node.op == "call_function" and schema is not None and schema.is_mutable and node.args
+                and isinstance(node.args[0], torch.fx.Node) and node.args[0].op == "placeholder"):
+            yield node, node.args[0].name
+
+
+def written_constants(exported: Any) -> list[str]:
+    """The tensor constants of ``exported`` that its graph writes in place, by their names in the module: tensors
+    ``forward()`` wrote that export did not find among the module's parameters and buffers."""
+    if exported is None:
+        return []
+    constants = {spec.arg.name: spec.target for spec in exported.graph_signature.input_specs
+                 if spec.kind.name == "CONSTANT_TENSOR" and spec.target}
+    return list(dict.fromkeys(constants[p] for _, p in _in_place_writes(exported) if p in constants))
+
+
+def _writer_frame(exported: Any, placeholder: str | None = None, constants: bool = False) -> SourceFrame | None:
+    """The user's line that writes ``placeholder`` in place (or, with ``constants``, any tensor constant)."""
+    if exported is None:
+        return None
+    lifted = {spec.arg.name for spec in exported.graph_signature.input_specs if spec.kind.name == "CONSTANT_TENSOR"}
+    for node, written in _in_place_writes(exported):
+        if written == placeholder or (constants and written in lifted):
+            found = _node_frame(node)
+            if found is not None:
+                return found
+    return None
+
+
+class _StateFinding(NamedTuple):
+    summary: str
+    fix: str
+    frame: SourceFrame | None
+
+
+def _state_finding(message: str, stage: str, exported: Any) -> _StateFinding | None:
+    """What failed, its fix and the user's line, for a failure caused by how ``forward()`` writes its state."""
+    failed = {"export": "export", "lower": "lowering", "load": "loading"}.get(stage, stage) + " failed"
+    if _GRAD_IN_PLACE in message:
+        m = _WRITE_OF.search(message)
+        what = f"buffer `{_buffer_name(m.group(1), exported)}`" if m else "a buffer"
+        return _StateFinding(
+            f"{failed}: forward() writes {what} in place with a value that requires grad (the program was built "
+            "with autograd on)",
+            "A program for the device needs no autograd. Export and lower inside `with torch.no_grad():`, or call "
+            "model.requires_grad_(False) first: the parameters' requires_grad is what makes the written value require "
+            "grad, and lowering traces the program again with autograd on, where writing such a value in place into "
+            "the buffer is refused. Eager inference gives the same outputs either way.",
+            _writer_frame(exported, m.group(1)) if m else None)
+    m = _MUTATED_CONSTANT.search(message)
+    if m:
+        return _StateFinding(
+            f"{failed}: forward() writes in place to `{m.group(1)}`, a tensor attribute that is not a registered "
+            "buffer: export made it a constant of the program, and a constant cannot be written",
+            f"Register it as a buffer (self.register_buffer(\"{m.group(1)}\", tensor, persistent=False)) so the "
+            "program keeps it as state it writes between calls. Then re-export and compare calls in a row with eager, "
+            "the state carried on both sides.",
+            _writer_frame(exported, constants=True))
+    written = written_constants(exported) if stage == "lower" else []
+    if written:
+        names = ", ".join(f"`{name}`" for name in written)
+        them = "a tensor export lifted as a constant" if len(written) == 1 else "tensors export lifted as constants"
+        return _StateFinding(
+            f"{failed}: forward() writes in place to {names}, {them} of the program: export did not find "
+            f"{'it' if len(written) == 1 else 'them'} among the module's parameters and buffers",
+            "State the program writes must be a buffer the module registers and writes through its own attribute "
+            "(self.register_buffer, then self.name.copy_(...)). A tensor reached through another object (a cache "
+            "object that holds it) is taken as a constant by non-strict export even when the module registers the "
+            "same tensor as a buffer; export with strict=True follows that reference back to the buffer "
+            "(transformers' static-cache wrapper is such a module: it lowers when exported with strict=True, as "
+            "transformers' own recipe does).",
+            _writer_frame(exported, constants=True))
+    return None
+
+
 def diagnose_exception(exc: BaseException, stage: str, exported: Any = None) -> Diagnosis:
     """A :class:`Diagnosis` for an exception raised at ``stage`` ("export", "lower" or "load").
 
@@ -292,7 +392,13 @@ def diagnose_exception(exc: BaseException, stage: str, exported: Any = None) -> 
         located = _original_frame(message)
     source = located.source if located else None
     fix = FIXES[kind]
-    if kind == "data_dependent" and stage == "lower" and (_unbacked_guard(message) or "finite upper bound" in message):
+    summary = _summary(kind, exc, source, operator, stage)
+    state = _state_finding(message, stage, exported) if kind == "other" else None
+    if state is not None:
+        summary, fix = state.summary, state.fix
+        located = located or state.frame
+        source = located.source if located else None
+    elif kind == "data_dependent" and stage == "lower" and (_unbacked_guard(message) or "finite upper bound" in message):
         fix = ("A value read from data (.item(), nonzero, a mask) became a size or an index, and lowering asked a "
                "question about it that nothing answers. Right after reading it, promise its range in forward(): "
                "torch._check(k >= lo) and torch._check(k <= hi). Export uses the promises to answer such questions, "
@@ -301,7 +407,7 @@ def diagnose_exception(exc: BaseException, stage: str, exported: Any = None) -> 
     elif kind == "data_dependent" and source and "while " in source:
         fix = ("A `while` on a tensor cannot be traced: bound it (a fixed number of steps with torch.where "
                "masking the finished ones) or run the loop in the app, calling the exported step. ") + fix
-    return Diagnosis(kind=kind, stage=stage, summary=_summary(kind, exc, source, operator, stage), fix=fix,
+    return Diagnosis(kind=kind, stage=stage, summary=summary, fix=fix,
                      source_line=source, location=located.location if located else None,
                      path=located.path if located else None, line=located.line if located else None,
                      error_type=type(exc).__name__,

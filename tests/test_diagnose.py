@@ -109,16 +109,18 @@ def test_ok_carries_the_artifact_and_other_errors_do_not_raise():
 
 
 def test_the_model_is_exported_once(monkeypatch):
+    """The model, that is: the first XNNPACK lowering in a process also exports the partitioner's own pattern
+    graphs (``executorch.backends.xnnpack.partition.graphs``: bilinear, SDPA, …), which are not the model."""
     calls = []
     real = torch.export.export
 
-    def counting(*args, **kwargs):
-        calls.append(1)
-        return real(*args, **kwargs)
+    def counting(mod, *args, **kwargs):
+        calls.append(type(mod))
+        return real(mod, *args, **kwargs)
 
     monkeypatch.setattr(torch.export, "export", counting)
     d = helpers.diagnose_export(M.ScaleOrShiftWhere(), (torch.randn(3, 4),))
-    assert d.ok and d.exported is not None and len(calls) == 1
+    assert d.ok and d.exported is not None and calls.count(M.ScaleOrShiftWhere) == 1, calls
 
 
 def test_the_librarys_own_failure_is_not_the_models(monkeypatch):
@@ -154,3 +156,99 @@ def test_a_size_read_from_data_that_memory_planning_cannot_bound_is_data_depende
     d = helpers.diagnose_export(Positions(), (torch.tensor(5),))
     assert (d.stage, d.kind) == ("lower", "data_dependent"), d
     assert "finite upper bound" in d.message and "memory planning" in d.summary and "torch._check" in d.fix
+
+
+# ----- state the program writes: three ways lowering refuses it, each named with its line and its fix -----
+class GradSlot(torch.nn.Module):
+    """A cache written in place with a value computed from parameters (which require grad by default)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+        self.register_buffer("cache", torch.zeros(8, 4))
+
+    def forward(self, x, pos):
+        self.cache.index_copy_(0, pos, self.lin(x))
+        return self.cache.sum(0, keepdim=True)
+
+
+class PlainStart(torch.nn.Module):
+    """A position kept in a plain tensor attribute, not a registered buffer."""
+
+    def __init__(self):
+        super().__init__()
+        self.start = torch.zeros((), dtype=torch.long)
+
+    def forward(self, x, pos):
+        self.start.copy_(pos[0])
+        return x + self.start
+
+
+class _Holder:
+    def __init__(self):
+        self.start = torch.zeros((), dtype=torch.long)
+
+
+class HeldStart(torch.nn.Module):
+    """The same tensor registered as a buffer, but written through another object that holds it (as transformers'
+    static cache holds its tensors)."""
+
+    def __init__(self):
+        super().__init__()
+        self.holder = _Holder()
+        self.register_buffer("start", self.holder.start, persistent=False)
+
+    def forward(self, x, pos):
+        self.holder.start.copy_(pos[0])
+        return x + self.holder.start
+
+
+STATE_ARGS = (torch.randn(1, 4), torch.tensor([3]))
+
+
+def test_a_buffer_written_with_a_value_that_requires_grad_names_the_buffer_and_no_grad_fixes_it():
+    with torch.enable_grad():
+        d = helpers.diagnose_export(GradSlot(), STATE_ARGS, backend="portable")
+    assert d.kind == "other" and d.stage == "lower", d
+    assert "requires grad is being used in an in-place operation" in d.message  # torch's own words, kept
+    assert "writes buffer `cache` in place with a value that requires grad" in d.summary, d.summary
+    assert d.source_line == "forward(): self.cache.index_copy_(0, pos, self.lin(x))", d.source_line
+    assert d.location and d.location.startswith("tests/test_diagnose.py:")
+    assert "torch.no_grad()" in d.fix and "requires_grad_(False)" in d.fix
+    with torch.no_grad():  # the fix, as the diagnosis gives it: both ways lower and load
+        assert helpers.diagnose_export(GradSlot(), STATE_ARGS, backend="portable").ok
+    with torch.enable_grad():
+        assert helpers.diagnose_export(GradSlot().requires_grad_(False), STATE_ARGS, backend="portable").ok
+
+
+def test_a_plain_tensor_attribute_written_in_place_is_named_and_register_buffer_is_the_fix():
+    with torch.no_grad():
+        d = helpers.diagnose_export(PlainStart(), STATE_ARGS, backend="portable")
+    assert d.kind == "other" and d.stage == "lower", d
+    assert "`start`, a tensor attribute that is not a registered buffer" in d.summary, d.summary
+    assert d.source_line == "forward(): self.start.copy_(pos[0])", d.source_line
+    assert 'self.register_buffer("start", tensor, persistent=False)' in d.fix
+
+
+def test_a_buffer_written_through_another_object_is_a_lifted_constant_and_strict_export_lowers_it():
+    """Non-strict export takes the tensor for a constant (``lifted_tensor_0``) though the module registers it, and
+    lowering fails with an assertion of torch's that names nothing: the diagnosis names the write and its line.
+    Strict export follows the reference to the buffer: it lowers, and the program writes the position."""
+    with torch.no_grad():
+        d = helpers.diagnose_export(HeldStart(), STATE_ARGS, backend="portable")
+        program = helpers.lower(HeldStart(), STATE_ARGS, backend="portable", strict=True)
+    assert d.kind == "other" and d.stage == "lower", d
+    assert "expected compiled_fn to be GraphModule" in d.message  # what torch said
+    assert "writes in place to `lifted_tensor_0`, a tensor export lifted as a constant" in d.summary, d.summary
+    assert d.source_line == "forward(): self.holder.start.copy_(pos[0])", d.source_line
+    assert "strict=True" in d.fix
+    x, pos = STATE_ARGS
+    assert torch.equal(program.run_raw(x, pos)[0], x + 3)
+
+
+def test_other_failures_keep_their_summary_and_fix():
+    """A model that writes no state and fails for another reason is not given the state findings."""
+    from helpers.diagnose import FIXES, diagnose_exception
+
+    d = diagnose_exception(RuntimeError("something else went wrong"), "lower")
+    assert d.summary == "RuntimeError: something else went wrong" and d.fix == FIXES["other"]

@@ -213,3 +213,25 @@ def test_the_prefill_cost_card_says_what_the_runs_say():
     with pytest.raises(ValueError, match="fits no bucket"):
         LM.prefill_then_decode(buckets, prompt)
     assert LM.prefill_then_decode(dim, prompt) == LM.eager_tokens(prompt)
+
+
+def test_the_decode_step_exported_non_strict_fails_to_lower_and_the_diagnosis_names_the_lifted_writes():
+    """Why the lesson exports with ``strict=True``: torch.export's default, non-strict, does not find the static
+    cache's tensors (reached through the cache object) among the module's buffers, though the wrapper registers the
+    same tensors: it lifts them as constants, which the graph writes in place, and no buffer is written. Lowering then
+    fails with an assertion of torch's that names nothing; the diagnosis names the written constants and the fix."""
+    import torch
+
+    import helpers
+
+    with torch.no_grad():
+        d = helpers.diagnose_export(LM.DecodeStep(LM.tiny_llama()), LM.step_example(), backend="portable")
+    assert d.stage == "lower" and "expected compiled_fn to be GraphModule" in d.message, d
+    lifted = {name: (tuple(t.shape), t.dtype) for name, t in d.exported.constants.items() if "lifted_tensor" in name}
+    layers = LM.CONFIG["num_hidden_layers"]
+    assert sorted(lifted.values(), key=str) == sorted([((), torch.int64)] * layers  # a position counter per layer
+                                                      + [((1, 2, LM.MAX_CACHE_LEN, 16), torch.float32)] * 2 * layers,
+                                                      key=str), lifted  # and its keys and values
+    assert all(f"`{name}`" in d.summary for name in lifted), d.summary
+    assert not [s for s in d.exported.graph_signature.output_specs if s.kind.name == "BUFFER_MUTATION"]
+    assert "strict=True" in d.fix

@@ -8,8 +8,8 @@
 # - the app's decode loop on the ExecuTorch runtime, compared token for token with eager greedy generation;
 # - three ways to feed the prompt (token by token, one prefill method with a `Dim`, prompt buckets), and the one
 #   option without which a prefill method and a decode method do not share their cache;
-# - three traps of this model kind, live: a position passed as an `int`, a prompt and answer longer than the cache,
-#   positions that do not match the tokens;
+# - four traps of this model kind, live: a position passed as an `int`, a prompt and answer longer than the cache,
+#   positions that do not match the tokens, the cache exported the default (non-strict) way;
 # - what ExecuTorch's own LLM runner needs from a program, and its tokens next to eager's;
 # - to choose `max_cache_len` and prompt buckets for a product's prompts under an arena budget (an exercise).
 #
@@ -68,8 +68,8 @@ pd.DataFrame(lm.cache_buffers())
 # %% [markdown]
 # ## 3. On the runtime
 #
-# Exported with `strict=True`, as `transformers`' own recipe (`convert_and_export_with_cache`) does, lowered to
-# XNNPACK and loaded by the ExecuTorch runtime:
+# Exported with `strict=True`, as `transformers`' own recipe (`convert_and_export_with_cache`) does (section 6 shows
+# what the default does), lowered to XNNPACK and loaded by the ExecuTorch runtime:
 
 # %%
 program = lm.lower_decode_step()
@@ -350,6 +350,23 @@ print(".pte, bug: ", shifted)
 # %% [markdown]
 # No error, different tokens: the runtime cannot know which slot a token belongs to. Only a comparison with eager over
 # whole sequences catches it, as in section 4.
+#
+# ### Exported the default way
+#
+# This lesson exports with `strict=True`. `torch.export.export`'s default is `strict=False`: Python runs `forward()`
+# itself while torch records the operations. Does the same `DecodeStep` become a program that way?
+
+# %%
+non_strict = helpers.diagnose_export(lm.DecodeStep(lm.tiny_llama()), lm.step_example(), backend="portable")
+print("torch says:", non_strict.message)
+print(non_strict)
+
+# %% [markdown]
+# Export succeeds; lowering fails, with an assertion that names nothing in the model. The exported program does name
+# it. The wrapper registers the cache's tensors as buffers, but `forward()` reaches them through the cache object, and
+# non-strict export did not find them among the module's buffers: the program holds all six (keys, values and position
+# counter of each layer) as constants and writes them in place. With `strict=True`, export follows those references
+# back to the registered buffers, and the program lowers (section 3).
 
 # %% [markdown]
 # ## 7. ExecuTorch's own LLM runner
@@ -561,6 +578,11 @@ assert app_step.next_position == len(lm.PROMPTS[0]) + lm.NEW_TOKENS - 1  # eager
 assert questions.get("13.runner_plain").actual()[0] == "it refuses the program"
 assert all(runner_rows) and "get_max_seq_len not found" in str(runner_refusal), runner_refusal
 assert all(0 not in lm.eager_tokens(p) for p in lm.PROMPTS)  # the tokenizer's end-of-text id never came up
+assert non_strict.stage == "lower" and "expected compiled_fn to be GraphModule" in non_strict.message, non_strict
+lifted = {name: tuple(t.shape) for name, t in non_strict.exported.constants.items() if "lifted_tensor" in name}
+assert sorted(lifted.values()) == [()] * 2 + [(1, 2, lm.MAX_CACHE_LEN, 16)] * 4, lifted  # 2 counters, 4 K/V caches
+assert all(f"`{name}`" in non_strict.summary for name in lifted), non_strict.summary  # all six written in place
+assert len(lifted) == 3 * lm.CONFIG["num_hidden_layers"]
 assert (lm.NEW_TOKENS, lm.MAX_PREFILLS, lm.PADDING_LIMIT, lm.ARENA_BUDGET) == (12, 2, 5, 131_072)  # the rules' words
 assert sum(lm.DAY_OF_PROMPTS.values()) == 1000 and max(lm.DAY_OF_PROMPTS) == 20
 assert not plan_grade.passed and "no bucket holds them" in plan_grade.feedback, plan_grade.feedback  # the starter
