@@ -407,3 +407,20 @@ def test_a_genuine_lowering_failure_is_the_models_and_exits_1(capsys):
     assert "verdict: FAIL (exit 1) — lowering failed: unsupported operator (stage: lower)" in out
     assert "offending line: forward(): return self.proj(x - x.median())   [helpers/lessons/doctor.py:" in out
     assert "internal error" not in out
+
+
+def test_a_write_export_lifted_as_a_constant_says_how_the_doctor_exports_strict(capsys):
+    """The diagnosis's fix says "export with strict=True"; in the doctor that is the spec's "strict": True, and its
+    --strict flag is something else (a gate on the probes): the next steps say so. Exported strict, it lowers."""
+    from test_diagnose import STATE_ARGS, HeldStart
+
+    from helpers.doctor import examine, main
+
+    code = main(["test_diagnose:HeldStart", "--example", "1x4", "--example", "1:int64", "--quiet",
+                 "--backend", "portable"])
+    out, err = capsys.readouterr()
+    assert code == 1 and err == ""
+    assert "writes in place to `lifted_tensor_0`" in out, out
+    assert "offending line: forward(): self.holder.start.copy_(pos[0])   [tests/test_diagnose.py:" in out
+    assert '"strict": True' in out and "the --strict flag is a gate on the probes, not the export mode" in out
+    assert examine(HeldStart(), STATE_ARGS, backend="portable", strict_export=True).diagnosis.ok

@@ -384,6 +384,10 @@ class DoctorReport:
                     "--traceback and report it with the command line."]
         if not self.diagnosis.ok:
             steps.append(self.diagnosis.fix)
+            if "strict=True" in self.diagnosis.fix:  # the export mode, which the doctor's --strict is not
+                steps.append("Here, export with strict=True by giving the --spec function's dict \"strict\": True "
+                             "(from Python, examine(..., strict_export=True)); the --strict flag is a gate on the "
+                             "probes, not the export mode.")
             steps.append("Then run the doctor again: a clean export still has to match eager on varied inputs.")
             return steps
         bad = self.failing_rows
