@@ -396,7 +396,7 @@ def diagnose_exception(exc: BaseException, stage: str, exported: Any = None) -> 
     state = _state_finding(message, stage, exported) if kind == "other" else None
     if state is not None:
         summary, fix = state.summary, state.fix
-        located = located or state.frame
+        located = state.frame or located  # the graph's writing line, before a frame of whoever called the pipeline
         source = located.source if located else None
     elif kind == "data_dependent" and stage == "lower" and (_unbacked_guard(message) or "finite upper bound" in message):
         fix = ("A value read from data (.item(), nonzero, a mask) became a size or an index, and lowering asked a "

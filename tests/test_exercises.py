@@ -78,3 +78,20 @@ def test_the_solution_runs_in_its_lesson(exercise):
     lesson = ast.parse((ROOT / "notebooks" / "src" / f"{exercise.lesson}.py").read_text())
     missing = used - _bound_names(solution) - _bound_names(lesson) - set(dir(builtins))
     assert not missing, f"{exercise.id}: the solution uses {sorted(missing)}, which its lesson never defines"
+
+
+def test_a_lowering_failure_in_a_check_names_the_learners_line_from_the_exported_program():
+    """The checks' pipeline keeps the exported program, so a lowering failure caused by a write export lifted as a
+    constant is named with the line that wrote it (the diagnosis needs the program), not only torch's assertion."""
+    import torch
+    from test_diagnose import STATE_ARGS, HeldStart
+
+    from helpers.exercises.grading import lowered
+
+    with torch.no_grad():
+        program, verdict = lowered(HeldStart(), STATE_ARGS, backend="portable", hint="a hint")
+        fixed, passed = lowered(HeldStart(), STATE_ARGS, backend="portable", strict=True)
+    assert program is None and not verdict.passed and verdict.hint == "a hint"
+    assert verdict.detail.startswith("lower failed at `forward(): self.holder.start.copy_(pos[0])` — "), verdict
+    assert "`lifted_tensor_0`, a tensor export lifted as a constant" in verdict.detail, verdict
+    assert fixed is not None and passed.passed
