@@ -339,12 +339,11 @@ class _StateFinding(NamedTuple):
 
 def _state_finding(message: str, stage: str, exported: Any) -> _StateFinding | None:
     """What failed, its fix and the user's line, for a failure caused by how ``forward()`` writes its state."""
-    failed = {"export": "export", "lower": "lowering", "load": "loading"}.get(stage, stage) + " failed"
     if _GRAD_IN_PLACE in message:
         m = _WRITE_OF.search(message)
         what = f"buffer `{_buffer_name(m.group(1), exported)}`" if m else "a buffer"
         return _StateFinding(
-            f"{failed}: forward() writes {what} in place with a value that requires grad (the program was built "
+            f"forward() writes {what} in place with a value that requires grad (the program was built "
             "with autograd on)",
             "A program for the device needs no autograd. Export and lower inside `with torch.no_grad():`, or call "
             "model.requires_grad_(False) first: the parameters' requires_grad is what makes the written value require "
@@ -354,7 +353,7 @@ def _state_finding(message: str, stage: str, exported: Any) -> _StateFinding | N
     m = _MUTATED_CONSTANT.search(message)
     if m:
         return _StateFinding(
-            f"{failed}: forward() writes in place to `{m.group(1)}`, a tensor attribute that is not a registered "
+            f"forward() writes in place to `{m.group(1)}`, a tensor attribute that is not a registered "
             "buffer: export made it a constant of the program, and a constant cannot be written",
             f"Register it as a buffer (self.register_buffer(\"{m.group(1)}\", tensor, persistent=False)) so the "
             "program keeps it as state it writes between calls. Then re-export and compare calls in a row with eager, "
@@ -365,7 +364,7 @@ def _state_finding(message: str, stage: str, exported: Any) -> _StateFinding | N
         names = ", ".join(f"`{name}`" for name in written)
         them = "a tensor export lifted as a constant" if len(written) == 1 else "tensors export lifted as constants"
         return _StateFinding(
-            f"{failed}: forward() writes in place to {names}, {them} of the program: export did not find "
+            f"forward() writes in place to {names}, {them} of the program: export did not find "
             f"{'it' if len(written) == 1 else 'them'} among the module's parameters and buffers",
             "State the program writes must be a buffer the module registers and writes through its own attribute "
             "(self.register_buffer, then self.name.copy_(...)). A tensor reached through another object (a cache "
