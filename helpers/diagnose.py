@@ -379,9 +379,13 @@ def _state_finding(message: str, stage: str, exported: Any) -> _StateFinding | N
 def diagnose_exception(exc: BaseException, stage: str, exported: Any = None) -> Diagnosis:
     """A :class:`Diagnosis` for an exception raised at ``stage`` ("export", "lower" or "load").
 
-    ``exported`` (the ``ExportedProgram``, for a lowering or loading error) lets an unsupported
-    operator be traced back to the line of ``forward()`` that created it.
+    ``exported`` (the ``ExportedProgram``, for a lowering or loading error; by default the one the failing lowering
+    was given, :func:`helpers.lowering.exported_of`) lets an unsupported operator, or a write of state, be traced
+    back to the line of ``forward()`` that created it.
     """
+    from .lowering import exported_of
+
+    exported = exported if exported is not None else exported_of(exc)  # what the failing lowering was given
     exc = getattr(exc, "original", None) or exc  # the stage tag may wrap an exception that has __slots__
     kind = classify(exc)
     message = str(exc)

@@ -46,11 +46,12 @@ from .contract import contract_from_export, forward_parameter_names
 from .operators import BOOKKEEPING, CONTROL_FLOW
 from .records import ProgramRecord
 
-__all__ = ["lower", "lower_methods", "export_methods", "lower_exported", "ProgramOptions", "lower_by_recipe",
+__all__ = ["lower", "lower_methods", "export_methods", "lower_exported", "exported_of", "ProgramOptions", "lower_by_recipe",
            "known_by_recipe", "remember_recipe", "stage_of", "BACKENDS", "STAGES"]
 
 STAGES = ("export", "lower", "load")
 _STAGE_ATTRIBUTE = "_exportlab_stage"
+_EXPORTED_ATTRIBUTE = "_exportlab_exported"
 
 BACKENDS = ("xnnpack", "portable")
 _MEMORY: dict[str, PteArtifact] = {}
@@ -475,6 +476,13 @@ def _declined_for(method: str, reasons: list[tuple[str, str, str]], edge_ep: Any
     return out
 
 
+def exported_of(exc: BaseException) -> torch.export.ExportedProgram | None:
+    """The exported program a lowering or loading failure (:func:`stage_of` ``"lower"`` or ``"load"``) came from,
+    when it had one method: what a diagnosis reads to name the line of ``forward()`` behind the failure."""
+    programs = getattr(exc, _EXPORTED_ATTRIBUTE, None)
+    return next(iter(programs.values())) if programs and len(programs) == 1 else None
+
+
 def lower_exported(methods: dict[str, tuple[torch.nn.Module, tuple[Any, ...], Any]],
                    exported: dict[str, torch.export.ExportedProgram], *, backend: str = "xnnpack",
                    share_mutable_buffers: bool = False, constant_methods: Mapping[str, Any] | None = None,
@@ -483,7 +491,22 @@ def lower_exported(methods: dict[str, tuple[torch.nn.Module, tuple[Any, ...], An
 
     ``siblings``: other options (:class:`ProgramOptions`) to build from the same lowering when this program has to
     be built, each cached under its own key (what a later call with those options loads), none returned. Lowering
-    is the costly part; memory planning and constant methods come after it."""
+    is the costly part; memory planning and constant methods come after it. A failure of the model's (one with a
+    stage) carries the exported programs: :func:`exported_of`."""
+    try:
+        return _lower_exported(methods, exported, backend=backend, share_mutable_buffers=share_mutable_buffers,
+                               constant_methods=constant_methods, siblings=siblings)
+    except Exception as exc:
+        if stage_of(exc) is not None and getattr(exc, _EXPORTED_ATTRIBUTE, None) is None:
+            with contextlib.suppress(AttributeError):  # an exception type with __slots__ goes without
+                setattr(exc, _EXPORTED_ATTRIBUTE, dict(exported))
+        raise
+
+
+def _lower_exported(methods: dict[str, tuple[torch.nn.Module, tuple[Any, ...], Any]],
+                    exported: dict[str, torch.export.ExportedProgram], *, backend: str,
+                    share_mutable_buffers: bool, constant_methods: Mapping[str, Any] | None,
+                    siblings: Sequence[ProgramOptions]) -> PteArtifact:
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     wanted = ProgramOptions(share_mutable_buffers, constant_methods)

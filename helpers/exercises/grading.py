@@ -240,22 +240,19 @@ def lowered(model: nn.Module, example: tuple[Any, ...], dynamic: Any = None, *, 
     program built for the same recipe before is loaded without exporting again (a failure is not noted: it
     re-runs, and says the same)."""
     from ..diagnose import diagnose_exception
-    from ..lowering import export_methods, known_by_recipe, lower_exported, remember_recipe, stage_of
+    from ..lowering import known_by_recipe, lower, remember_recipe, stage_of
 
     artifact = known_by_recipe(recipe) if recipe else None
-    exported: dict[str, Any] = {}  # the exported program, for a lowering failure's diagnosis (the line that wrote)
     try:
-        if artifact is None:  # helpers.lower's steps, the exported program kept
-            with torch.random.fork_rng(devices=[]):
-                normalised, exported = export_methods({"forward": (model, example, dynamic)}, strict=strict)
-            artifact = lower_exported(normalised, exported, backend=backend)
+        if artifact is None:
+            artifact = lower(model, example, dynamic_shapes=dynamic, backend=backend, strict=strict)
             if recipe:
                 remember_recipe(recipe, artifact)
     except Exception as exc:  # noqa: BLE001 - the learner's model may fail in any stage
         stage = stage_of(exc)
         if stage is None:
             raise  # the checker's own failure: never blame the learner for it
-        diagnosis = diagnose_exception(exc, stage, exported.get("forward"))
+        diagnosis = diagnose_exception(exc, stage)  # a lowering failure carries its exported program
         inside_library = (diagnosis.location or "").startswith("helpers/")
         where = f" at `{diagnosis.source_line}`" if diagnosis.source_line and not inside_library else ""
         detail = f"{stage} failed{where} — {diagnosis.summary}"

@@ -1001,11 +1001,12 @@ def plan_program(max_cache_len: int, buckets: Sequence[int]) -> PteArtifact:
 
 
 class PlanCost:
-    """What a plan costs, measured on its program (:func:`measure_plan`): each method's planned arena, the
-    largest against :data:`ARENA_BUDGET`, and the day's mean padding against :data:`PADDING_LIMIT`."""
+    """What a plan costs, measured on its program (:func:`measure_plan`, which keeps it as ``program``): each
+    method's planned arena, the largest against :data:`ARENA_BUDGET`, and the day's mean padding against :data:`PADDING_LIMIT`."""
 
-    def __init__(self, max_cache_len: int, buckets: tuple[int, ...], arenas: dict[str, int]) -> None:
-        self.max_cache_len, self.buckets, self.arenas = max_cache_len, buckets, arenas
+    def __init__(self, max_cache_len: int, buckets: tuple[int, ...], program: PteArtifact) -> None:
+        self.max_cache_len, self.buckets, self.program = max_cache_len, buckets, program
+        self.arenas = {m: program.planned_memory_bytes(m) for m in program.methods}
         self.mean_padding = mean_padding(buckets)
 
     @property
@@ -1035,8 +1036,7 @@ def measure_plan(max_cache_len: int, buckets: Sequence[int]) -> PlanCost:
     refusals = [problems[name][1] for name in _UNBUILDABLE if problems[name][1]]
     if refusals:
         raise ValueError("; ".join(refusals))
-    program = plan_program(max_cache_len, buckets)
-    return PlanCost(max_cache_len, buckets, {m: program.planned_memory_bytes(m) for m in program.methods})
+    return PlanCost(max_cache_len, buckets, plan_program(max_cache_len, buckets))
 
 
 PLAN_FORM = "a plan: {'max_cache_len': int, 'buckets': (int, ...)}"
@@ -1083,15 +1083,14 @@ def _grade_plan(answer: Any) -> list[Verdict]:
     if any(not v.passed for v in verdicts):
         return verdicts
     criterion = f"builds (portable), its largest method's arena within {ARENA_BUDGET:,} bytes"
-    with torch.no_grad():
-        cost = measure_plan(max_cache_len, buckets)
+    cost = measure_plan(max_cache_len, buckets)
     method, size = cost.largest
     if size > ARENA_BUDGET:
         return [*verdicts, Verdict(criterion, False, f"{method} plans {size:,} bytes",
                                    "every slot of the cache and every token of a bucket costs arena in each method "
                                    "that holds them: measure candidates with lm.measure_plan")]
     verdicts.append(Verdict(criterion, True, f"{method} plans {size:,} bytes"))
-    program = plan_program(max_cache_len, buckets)
+    program = cost.program
     prompts = check_prompts(buckets)
     criterion = "the .pte gives eager's tokens, conversation after conversation"
     for number, prompt in enumerate(prompts, 1):
